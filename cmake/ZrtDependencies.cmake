@@ -1,0 +1,51 @@
+# Finds every external dependency once, so folder CMakeLists only link imported targets.
+# The same finds run again from zrtConfig.cmake for users of the installed package.
+
+list(APPEND CMAKE_MODULE_PATH ${CMAKE_CURRENT_LIST_DIR})
+
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(LibUring REQUIRED)
+find_package(XxHash REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+if(ZRT_BUILD_TOOLS OR ZRT_BUILD_TESTS)
+  find_package(CLI11 REQUIRED)
+endif()
+if(ZRT_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+
+set(ZRT_HAVE_CUDA 0)
+set(ZRT_HAVE_NCCL 0)
+if(NOT ZRT_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_path(ZRT_NCCL_INCLUDE_DIR nccl.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
+  find_library(ZRT_NCCL_LIBRARY nccl
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+                     ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND ZRT_NCCL_INCLUDE_DIR AND ZRT_NCCL_LIBRARY)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper (H100/H200) is what the project benchmarks on; override for other GPUs.
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(ZRT_HAVE_CUDA 1)
+    set(ZRT_HAVE_NCCL 1)
+    if(NOT TARGET zrt_nccl_imported)
+      add_library(zrt_nccl_imported INTERFACE IMPORTED GLOBAL)
+      target_include_directories(zrt_nccl_imported INTERFACE ${ZRT_NCCL_INCLUDE_DIR})
+      target_link_libraries(zrt_nccl_imported INTERFACE ${ZRT_NCCL_LIBRARY})
+    endif()
+  elseif(ZRT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ZRT_CUDA=ON but the CUDA Toolkit is incomplete: toolkit found="
+                        "${CUDAToolkit_FOUND}, nvcc='${CMAKE_CUDA_COMPILER}', "
+                        "nccl.h='${ZRT_NCCL_INCLUDE_DIR}', libnccl='${ZRT_NCCL_LIBRARY}'")
+  endif()
+endif()

@@ -1,0 +1,61 @@
+# Test registration helpers.
+#   zrt_add_test(NAME n SOURCES ... [LIBS ...] [TIMEOUT s] [LABELS ...] [CUDA])
+#     A single-process doctest program. CUDA: a GPU test, skipped (exit 77) without a device.
+#   zrt_add_mpi_test(NAME n SOURCES ... [LIBS ...] [RANKS 1 2 4] [TIMEOUT s] [LABELS ...])
+#     A doctest program linked with the MPI test main (tests/support), registered once per rank
+#     count as n_np<R> and started with mpirun; root and oversubscribe flags are added here.
+
+execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(ZRT_MPIEXEC_FLAGS --oversubscribe)
+if(ZRT_UID STREQUAL "0")
+  list(APPEND ZRT_MPIEXEC_FLAGS --allow-run-as-root)
+endif()
+# Containers rarely allow the cross-memory-attach syscalls vader's single copy uses; fall back to
+# copying through shared memory so intra-node MPI works everywhere.
+list(APPEND ZRT_MPIEXEC_FLAGS --mca btl_vader_single_copy_mechanism none)
+
+# Environment for every test: quiet LeakSanitizer about MPI's own allocations.
+set(ZRT_TEST_ENV
+  "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
+  "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/lsan.supp:print_suppressions=0"
+  "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+  "OMPI_MCA_rmaps_base_oversubscribe=1")
+
+function(zrt_add_test)
+  cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  if(T_CUDA)
+    target_link_libraries(${T_NAME} PRIVATE zrt_cuda_test_main ${T_LIBS})
+    list(APPEND T_LABELS cuda)
+  else()
+    target_link_libraries(${T_NAME} PRIVATE zrt_test_main ${T_LIBS})
+  endif()
+  zrt_target_defaults(${T_NAME})
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+                       ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77)
+endfunction()
+
+function(zrt_add_mpi_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 180)
+  endif()
+  if(NOT T_RANKS)
+    set(T_RANKS 1 2 4)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE zrt_mpi_test_main ${T_LIBS})
+  zrt_target_defaults(${T_NAME})
+  foreach(np ${T_RANKS})
+    add_test(NAME ${T_NAME}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZRT_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set_tests_properties(${T_NAME}_np${np} PROPERTIES TIMEOUT ${T_TIMEOUT}
+                         LABELS "mpi;${T_LABELS}" PROCESSORS ${np}
+                         ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77)
+  endforeach()
+endfunction()

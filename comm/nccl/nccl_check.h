@@ -1,0 +1,17 @@
+// ZRT_CHECK_NCCL: every NCCL call goes through it. A failure throws ExternalError with
+// "[rank R] file:line", the call's text, ncclGetErrorString and NCCL's last error message
+// (which names the peer or transport that failed).
+#pragma once
+
+#include <nccl.h>
+
+#include "runtime/error.h"
+
+#define ZRT_CHECK_NCCL(call)                                                              \
+  do {                                                                                    \
+    ncclResult_t zrt_nccl_rc_ = (call);                                                   \
+    if (zrt_nccl_rc_ != ncclSuccess && zrt_nccl_rc_ != ncclInProgress) {                  \
+      ZRT_THROW(::zrt::ExternalError, "NCCL call `" #call "` failed: ",                   \
+                ncclGetErrorString(zrt_nccl_rc_), " (", ncclGetLastError(nullptr), ")");  \
+    }                                                                                     \
+  } while (0)

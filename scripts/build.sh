@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# scripts/build.sh [BUILD_DIR] [extra cmake args...]
+# Configures and builds ZRT. With nvcc on PATH (or in /usr/local/cuda) CUDA is required
+# (ZRT_CUDA=ON) so CUDA code always compiles where the toolkit exists; otherwise AUTO.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+cuda=AUTO
+if command -v nvcc >/dev/null; then cuda=ON; fi
+jobs=$(nproc)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRT_CUDA=$cuda "$@"
+cmake --build "$build" -j "$jobs"

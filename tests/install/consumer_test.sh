@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# consumer_test.sh BUILD_DIR CONSUMER_SRC SCRATCH CMAKE [BUILD_TYPE]
+set -euo pipefail
+build=$1 src=$2 scratch=$3 cmake=$4 type=${5:-RelWithDebInfo}
+rm -rf "$scratch"
+mkdir -p "$scratch"
+"$cmake" --install "$build" --prefix "$scratch/prefix" >"$scratch/install.log"
+test -f "$scratch/prefix/lib/cmake/zrt/zrtConfig.cmake" || { echo "no zrtConfig.cmake installed"; exit 1; }
+"$cmake" -S "$src" -B "$scratch/build" -DCMAKE_PREFIX_PATH="$scratch/prefix" \
+  -DCMAKE_BUILD_TYPE="$type" >"$scratch/configure.log" || { cat "$scratch/configure.log"; exit 1; }
+"$cmake" --build "$scratch/build" -j2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; exit 1; }
+out=$("$scratch/build/zrt_consumer")
+echo "$out"
+grep -q "consumer ok" <<<"$out"

@@ -1,0 +1,20 @@
+// main() of GPU test programs: exits 77, which ctest reports as skipped, when this build has no
+// CUDA or no CUDA device answers; otherwise runs doctest as usual.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "runtime/build_config.h"
+#include "runtime/device.h"
+
+int main(int argc, char** argv) {
+  if (!zrt::cudaDeviceAvailable()) {
+    std::printf("skipped: %s\n", ZRT_HAVE_CUDA ? "no CUDA device answers on this machine"
+                                               : "this build has no CUDA (ZRT_CUDA=OFF)");
+    return 77;
+  }
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  return ctx.run();
+}
