@@ -9,7 +9,7 @@
 
 namespace zrt {
 
-std::string_view toString(MemTag tag) {
+std::string_view nameOf(MemTag tag) {
   switch (tag) {
     case MemTag::Parameters: return "parameters";
     case MemTag::Gradients: return "gradients";
@@ -22,7 +22,7 @@ std::string_view toString(MemTag tag) {
   return "?";
 }
 
-std::string_view toString(MemPlace place) {
+std::string_view nameOf(MemPlace place) {
   switch (place) {
     case MemPlace::Device: return "device";
     case MemPlace::PinnedHost: return "pinned host";
@@ -47,8 +47,8 @@ void MemoryLedger::charge(MemTag tag, MemPlace place, std::uint64_t bytes) {
 void MemoryLedger::release(MemTag tag, MemPlace place, std::uint64_t bytes) {
   std::lock_guard lock(mu_);
   Counter& c = cells_[static_cast<int>(tag)][static_cast<int>(place)];
-  ZRT_ENFORCE_LE(bytes, c.current, "ledger '", name_, "' releases more ", toString(tag), " bytes on ",
-                 toString(place), " than it holds");
+  ZRT_ENFORCE_LE(bytes, c.current, "ledger '", name_, "' releases more ", nameOf(tag), " bytes on ",
+                 nameOf(place), " than it holds");
   c.current -= bytes;
   totals_[static_cast<int>(place)].current -= bytes;
 }
@@ -92,7 +92,7 @@ std::string MemoryLedger::table() const {
   for (int t = 0; t < kNumMemTags; ++t) {
     const auto& row = cells_[t];
     std::snprintf(line, sizeof line, "| %-15s | %21s | %21s | %21s | %21s |\n",
-                  std::string(toString(static_cast<MemTag>(t))).c_str(), cell(row[0]).c_str(),
+                  std::string(nameOf(static_cast<MemTag>(t))).c_str(), cell(row[0]).c_str(),
                   cell(row[1]).c_str(), cell(row[2]).c_str(), cell(row[3]).c_str());
     out += line;
   }

@@ -34,8 +34,8 @@ enum class MemPlace : int {
 };
 inline constexpr int kNumMemPlaces = 4;
 
-std::string_view toString(MemTag tag);
-std::string_view toString(MemPlace place);
+std::string_view nameOf(MemTag tag);
+std::string_view nameOf(MemPlace place);
 
 class MemoryLedger {
  public:
