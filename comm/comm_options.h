@@ -1,0 +1,53 @@
+// Options of the MPI backend as a plain struct, defaults first, then the environment (read once
+// per call of fromEnvironment and logged at info level), then whatever the caller sets. The
+// config file's comm timeout (zrt.comm_timeout_s in runtime/config/config.h) maps to `timeout`.
+//
+//   ZRT_COMM_PATH            auto | mpi | shm   which algorithm host collectives use
+//   ZRT_COMM_TIMEOUT_S       seconds before a collective that has not completed aborts the job
+//   ZRT_COMM_CHECK           0 | 1   cross-rank check of every operation's kind, type and sizes
+//   ZRT_COMM_SHM_BYTES       staging bytes per rank for the shared-memory path
+//   ZRT_COMM_SHM_MIN_BYTES   operations smaller than this take the MPI path under auto
+//   ZRT_COMM_RANKS_PER_NODE  pretend nodes of this many consecutive ranks (tests the
+//                            hierarchical path on one machine); 0 = real nodes
+// Thread-safety: plain values.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace zrt::comm {
+
+enum class CommPath {
+  Auto,  // shared memory inside a node (hierarchical over several nodes) for large operations
+  Mpi,   // MPI's own collectives on the whole world
+  Shm,   // shared memory inside each node, MPI between node leaders
+};
+std::string_view nameOf(CommPath path);
+CommPath parseCommPath(std::string_view text);  // throws InvalidArgument
+
+struct CommOptions {
+  CommPath path = CommPath::Auto;
+  std::chrono::milliseconds timeout{600'000};
+  // Debug builds check by default; release builds only when asked.
+#ifdef NDEBUG
+  bool checkConsistency = false;
+#else
+  bool checkConsistency = true;
+#endif
+  std::size_t shmBytes = std::size_t{32} << 20;
+  std::size_t shmMinBytes = std::size_t{16} << 10;
+  int simulatedRanksPerNode = 0;
+  // Called on the watchdog's thread with the timeout report; the default logs it and calls
+  // MPI_Abort. Tests replace it to observe the report without ending the process.
+  std::function<void(const std::string& report)> onTimeout;
+
+  // Defaults overridden by the ZRT_COMM_* variables; throws InvalidArgument naming a bad one.
+  static CommOptions fromEnvironment();
+  // The same, starting from a timeout in seconds (zrt.comm_timeout_s of the config).
+  static CommOptions fromEnvironment(double timeoutSeconds);
+};
+
+}  // namespace zrt::comm

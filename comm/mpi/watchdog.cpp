@@ -1,0 +1,203 @@
+#include "comm/mpi/watchdog.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "comm/mpi_check.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/units.h"
+
+namespace zrt::comm {
+namespace {
+
+constexpr int kTagQuery = 1;
+constexpr int kTagReply = 2;
+constexpr auto kPollPeriod = std::chrono::milliseconds(20);
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string fmt1(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", s);
+  return b;
+}
+
+}  // namespace
+
+Watchdog::Watchdog(MPI_Comm comm, const ProgressThread& progress,
+                   std::chrono::milliseconds timeout,
+                   std::function<void(const std::string&)> onTimeout)
+    : ctl_(MpiCommHandle::dup(comm)),
+      progress_(progress),
+      timeout_(timeout),
+      onTimeout_(std::move(onTimeout)) {
+  ZRT_CHECK_MPI(MPI_Comm_rank(ctl_.get(), &rank_));
+  ZRT_CHECK_MPI(MPI_Comm_size(ctl_.get(), &size_));
+  if (size_ > 1)
+    ZRT_CHECK_MPI(MPI_Irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get(),
+                            &queryReq_));
+  thread_ = std::thread([this] { run(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (queryReq_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&queryReq_);
+    MPI_Wait(&queryReq_, MPI_STATUS_IGNORE);
+  }
+  // Replies are a few bytes and go out eagerly; waiting for them completes locally.
+  for (auto& s : sends_) MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+}
+
+void Watchdog::run() {
+  pthread_setname_np(pthread_self(), "zrt-watchdog");
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    // Sleeps one poll period (or until destruction), then answers peers and checks the clock.
+    cv_.wait_for(lock, kPollPeriod, [&] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    try {
+      answerQueries();
+      const ProgressThread::Snapshot snap = progress_.snapshot();
+      if (snap.running && snap.started != reportedSeq_ &&
+          std::chrono::steady_clock::now() - snap.since > timeout_) {
+        reportedSeq_ = snap.started;
+        const std::string report = diagnose(snap);
+        if (onTimeout_) {
+          onTimeout_(report);
+        } else {
+          logError(report);
+          MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+      }
+    } catch (const std::exception& e) {
+      logError(detail::cat("comm watchdog: ", e.what()));
+    }
+    lock.lock();
+  }
+}
+
+void Watchdog::answerQueries() {
+  if (queryReq_ == MPI_REQUEST_NULL) return;
+  for (;;) {
+    int got = 0;
+    MPI_Status status;
+    ZRT_CHECK_MPI(MPI_Test(&queryReq_, &got, &status));
+    if (!got) break;
+    const ProgressThread::Snapshot s = progress_.snapshot();
+    auto reply = std::make_unique<Reply>();
+    reply->data[0] = s.issued;
+    reply->data[1] = s.started;
+    reply->data[2] = s.completed;
+    reply->data[3] = s.running ? 1 : 0;
+    reply->data[4] = static_cast<std::uint64_t>(s.kind);
+    reply->data[5] = s.bytes;
+    ZRT_CHECK_MPI(MPI_Isend(reply->data, 6, MPI_UINT64_T, status.MPI_SOURCE, kTagReply,
+                            ctl_.get(), &reply->req));
+    sends_.push_back(std::move(reply));
+    ZRT_CHECK_MPI(MPI_Irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get(),
+                            &queryReq_));
+  }
+  reapSends();
+}
+
+void Watchdog::reapSends() {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    int done = 0;
+    ZRT_CHECK_MPI(MPI_Test(&(*it)->req, &done, MPI_STATUS_IGNORE));
+    it = done ? sends_.erase(it) : it + 1;
+  }
+}
+
+std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
+  const std::uint64_t seq = op.started;
+  std::vector<std::array<std::uint64_t, 6>> replies(static_cast<std::size_t>(size_));
+  std::vector<MPI_Request> recvs(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+  std::vector<std::uint64_t> query(static_cast<std::size_t>(size_), seq);
+  std::vector<MPI_Request> queries(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const auto u = static_cast<std::size_t>(p);
+    ZRT_CHECK_MPI(MPI_Irecv(replies[u].data(), 6, MPI_UINT64_T, p, kTagReply, ctl_.get(), &recvs[u]));
+    ZRT_CHECK_MPI(MPI_Isend(&query[u], 1, MPI_UINT64_T, p, kTagQuery, ctl_.get(), &queries[u]));
+  }
+  // Waits for the peers' answers (their watchdogs poll every 20 ms) for up to a few seconds,
+  // answering their questions meanwhile: they may be diagnosing the same operation.
+  const auto answerWait = std::clamp(timeout_, std::chrono::milliseconds(1000),
+                                     std::chrono::milliseconds(5000));
+  const auto deadline = std::chrono::steady_clock::now() + answerWait;
+  std::vector<bool> answered(static_cast<std::size_t>(size_), false);
+  answered[static_cast<std::size_t>(rank_)] = true;
+  for (;;) {
+    bool all = true;
+    for (int p = 0; p < size_; ++p) {
+      const auto u = static_cast<std::size_t>(p);
+      if (answered[u]) continue;
+      int done = 0;
+      ZRT_CHECK_MPI(MPI_Test(&recvs[u], &done, MPI_STATUS_IGNORE));
+      answered[u] = done != 0;
+      all = all && answered[u];
+    }
+    if (all || std::chrono::steady_clock::now() > deadline) break;
+    answerQueries();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+
+  std::string notArrived, lines;
+  for (int p = 0; p < size_; ++p) {
+    const auto u = static_cast<std::size_t>(p);
+    std::string line;
+    if (p == rank_) {
+      line = detail::cat("rank ", p, ": running ", op.description, " for ",
+                         fmt1(secondsSince(op.since)), " s");
+    } else if (!answered[u]) {
+      MPI_Cancel(&recvs[u]);
+      MPI_Wait(&recvs[u], MPI_STATUS_IGNORE);
+      line = detail::cat("rank ", p, ": no answer within ", fmt1(answerWait.count() / 1000.0),
+                         " s (exited, or its process is stuck outside ZRT)");
+      notArrived += detail::cat(notArrived.empty() ? "" : ", ", p);
+    } else {
+      const auto& r = replies[u];
+      const std::uint64_t issued = r[0], started = r[1], completed = r[2];
+      const bool running = r[3] != 0;
+      const auto kind = static_cast<OpKind>(r[4]);
+      if (started < seq) {
+        notArrived += detail::cat(notArrived.empty() ? "" : ", ", p);
+        line = detail::cat("rank ", p, ": not arrived: has posted ", issued,
+                           " collective(s), finished ", completed);
+        if (running) line += detail::cat(", running #", started, " (", nameOf(kind), ")");
+        else if (issued < seq) line += ", and is not in a collective";
+      } else if (started == seq && running && (kind != op.kind || r[5] != op.bytes)) {
+        line = detail::cat("rank ", p, ": in a different collective at #", seq, ": ",
+                           nameOf(kind), " of ", r[5], " bytes (the ranks diverged)");
+      } else {
+        line = detail::cat("rank ", p, ": arrived (started #", started, ", finished ", completed,
+                           ")");
+      }
+    }
+    lines += "\n  " + line;
+  }
+  for (auto& q : queries)
+    if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
+  return detail::cat("collective timeout: ", op.description, " (", op.bytes,
+                     " bytes) has not completed after ", fmt1(secondsSince(op.since)),
+                     " s on rank ", rank_, " (timeout ", fmt1(timeout_.count() / 1000.0),
+                     " s); ranks that had not arrived: ", notArrived.empty() ? "none" : notArrived,
+                     lines);
+}
+
+}  // namespace zrt::comm

@@ -1,0 +1,72 @@
+// ProgressThread: runs a communicator's operations one at a time, in posting order, on a
+// dedicated thread, so the thread that posted them keeps computing while they progress (the
+// MPI backend's "real progress"). It numbers operations (1, 2, ... per communicator), times
+// them into CommStats, completes their Work, and publishes what is in flight for the watchdog.
+// Thread-safety: enqueue() and snapshot() may be called from any thread; the runner runs only on
+// the progress thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/collective.h"
+#include "comm/comm_stats.h"
+#include "comm/work.h"
+
+namespace zrt::comm {
+
+class ProgressThread {
+ public:
+  // Runs one operation to completion or throws; `seq` is its number on this communicator.
+  using Runner = std::function<void(const Collective& op, std::uint64_t seq)>;
+
+  ProgressThread(std::string name, Runner runner, CommStats& stats);
+  // Runs what is queued to the end first: queued operations reference live buffers and peers
+  // expect them.
+  ~ProgressThread();
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+  // Queues `op` (already validated) and returns its handle; `path` names the algorithm in the
+  // description ("mpi", "shm", ...), may be empty.
+  Work enqueue(Collective op, std::string_view path);
+
+  struct Snapshot {
+    std::uint64_t issued = 0;     // operations posted
+    std::uint64_t started = 0;    // operations the thread began
+    std::uint64_t completed = 0;  // operations finished (ok or failed)
+    bool running = false;         // an operation is in flight
+    OpKind kind = OpKind::Barrier;
+    std::uint64_t bytes = 0;
+    std::string description;      // "allReduce #3 (4.00 KiB fp32, path shm)"
+    std::chrono::steady_clock::time_point since{};
+  };
+  Snapshot snapshot() const;
+
+ private:
+  struct Item {
+    Collective op;
+    std::shared_ptr<WorkState> state;
+    std::uint64_t seq;
+  };
+  void run();
+
+  const std::string name_;
+  Runner runner_;
+  CommStats& stats_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  Snapshot snap_;
+  std::thread thread_;  // Last: starts once the members it uses exist.
+};
+
+}  // namespace zrt::comm

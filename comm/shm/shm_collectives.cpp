@@ -1,0 +1,271 @@
+#include "comm/shm/shm_collectives.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "comm/mpi_check.h"
+#include "comm/reduce_kernels.h"
+#include "runtime/error.h"
+
+namespace zrt::comm {
+namespace {
+
+// Elements per staging slot when a half is split into `slots` 64-byte-aligned slots.
+std::size_t slotElems(const ShmTeam& team, int slots, std::size_t es) {
+  const std::size_t slotBytes = team.halfBytes() / static_cast<std::size_t>(slots) / 64 * 64;
+  return slotBytes / es;
+}
+
+std::size_t clampLen(std::size_t total, std::size_t from, std::size_t len) {
+  return from >= total ? 0 : std::min(len, total - from);
+}
+
+void copyBytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes && dst != src) std::memcpy(dst, src, bytes);
+}
+
+// An even split of `count` elements into `parts` regions (the first count % parts get one more).
+struct Regions {
+  std::size_t base, extra;
+  std::size_t begin(int j) const {
+    const auto u = static_cast<std::size_t>(j);
+    return u * base + std::min(u, extra);
+  }
+  std::size_t len(int j) const { return base + (static_cast<std::size_t>(j) < extra ? 1 : 0); }
+};
+
+// Node-level all-reduce: the node's sum of `send` lands in `recv` on every local rank (or, with
+// leaderOnly, on the leader only; others may pass recv = nullptr).
+void nodeAllReduce(const ShmContext& c, const void* send, void* recv, std::size_t count,
+                   DType dtype, bool leaderOnly) {
+  ShmTeam& t = c.team;
+  const int L = t.localSize(), me = t.localRank();
+  const std::size_t es = dtypeSize(dtype);
+  const std::size_t slot = slotElems(t, L, es);
+  const std::size_t slotBytes = slot * es;
+  const Regions reg{count / static_cast<std::size_t>(L), count % static_cast<std::size_t>(L)};
+  const std::size_t rounds = (reg.len(0) + slot - 1) / slot;
+  const auto* in = static_cast<const char*>(send);
+  auto* out = static_cast<char*>(recv);
+  const bool writeOut = !leaderOnly || t.isLeader();
+  std::vector<const void*> srcs(static_cast<std::size_t>(L));
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const int h = t.nextHalf();
+    char* mine = t.staging(me, h);
+    for (int j = 0; j < L; ++j) {
+      const std::size_t from = k * slot, len = clampLen(reg.len(j), from, slot);
+      copyBytes(mine + static_cast<std::size_t>(j) * slotBytes, in + (reg.begin(j) + from) * es,
+                len * es);
+    }
+    t.barrier(c.deadline, c.what);  // every rank's inputs of this round are staged
+    const std::size_t myLen = clampLen(reg.len(me), k * slot, slot);
+    for (int r = 0; r < L; ++r)
+      srcs[static_cast<std::size_t>(r)] = t.staging(r, h) + static_cast<std::size_t>(me) * slotBytes;
+    sumInto(dtype, mine + static_cast<std::size_t>(me) * slotBytes, srcs.data(), L, myLen);
+    t.barrier(c.deadline, c.what);  // every slice of this round is reduced
+    if (!writeOut) continue;
+    for (int j = 0; j < L; ++j) {
+      const std::size_t from = k * slot, len = clampLen(reg.len(j), from, slot);
+      copyBytes(out + (reg.begin(j) + from) * es,
+                t.staging(j, h) + static_cast<std::size_t>(j) * slotBytes, len * es);
+    }
+  }
+}
+
+// Copies the bytes [packedFrom, packedFrom + bytes) of a packed buffer into `recv`: the packed
+// buffer holds the segments of `order` (world ranks) back to back; segment r goes to displs.
+void unpackRange(const std::vector<int>& order, const Collective& op, std::size_t packedFrom,
+                 const char* src, std::size_t bytes, char* recv) {
+  const std::size_t es = dtypeSize(op.dtype);
+  std::size_t at = 0;  // packed offset (bytes) of the current segment
+  for (int r : order) {
+    const std::size_t segBytes = op.counts[static_cast<std::size_t>(r)] * es;
+    const std::size_t lo = std::max(at, packedFrom), hi = std::min(at + segBytes, packedFrom + bytes);
+    if (lo < hi)
+      copyBytes(recv + segmentOffset(op, r) * es + (lo - at), src + (lo - packedFrom), hi - lo);
+    at += segBytes;
+    if (at >= packedFrom + bytes) break;
+  }
+}
+
+// The leader's `bytes` of `data` to every local rank, in rounds of a staging half; `sink` takes
+// (packed offset, pointer, length) on the other ranks.
+template <class Sink>
+void nodeBroadcast(const ShmContext& c, const char* data, std::size_t bytes, Sink sink) {
+  ShmTeam& t = c.team;
+  const std::size_t half = t.halfBytes();
+  const std::size_t rounds = (bytes + half - 1) / half;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const int h = t.nextHalf();
+    const std::size_t from = k * half, len = std::min(half, bytes - from);
+    if (t.isLeader()) copyBytes(t.staging(0, h), data + from, len);
+    t.barrier(c.deadline, c.what);  // the leader's round is staged
+    if (!t.isLeader()) sink(from, t.staging(0, h), len);
+  }
+}
+
+void leaderAllReduce(const ShmContext& c, void* buf, std::size_t count, DType dtype) {
+  const std::size_t es = dtypeSize(dtype);
+  constexpr std::size_t kMax = std::size_t{1} << 30;
+  for (std::size_t off = 0; off < count; off += kMax) {
+    const auto n = static_cast<int>(std::min(kMax, count - off));
+    ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(buf) + off * es, n,
+                                MpiReduceOps::datatype(dtype), c.ops.sum(dtype),
+                                c.team.leaderComm()));
+  }
+}
+
+}  // namespace
+
+void shmAllReduce(const ShmContext& c, const Collective& op) {
+  ShmTeam& t = c.team;
+  if (t.numNodes() == 1) return nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, false);
+  nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, /*leaderOnly=*/true);
+  if (t.isLeader()) leaderAllReduce(c, op.recv, op.count, op.dtype);
+  const std::size_t es = dtypeSize(op.dtype);
+  auto* out = static_cast<char*>(op.recv);
+  nodeBroadcast(c, out, op.count * es, [&](std::size_t from, const char* src, std::size_t len) {
+    copyBytes(out + from, src, len);
+  });
+}
+
+void shmReduceScatter(const ShmContext& c, const Collective& op) {
+  ShmTeam& t = c.team;
+  const std::size_t es = dtypeSize(op.dtype);
+  const int L = t.localSize(), me = t.localRank();
+  const auto* in = static_cast<const char*>(op.send);
+  auto* out = static_cast<char*>(op.recv);
+  if (t.numNodes() == 1) {
+    // Slot j of every rank's staging holds that rank's part of segment j; rank j sums them.
+    const std::size_t slot = slotElems(t, L, es), slotBytes = slot * es;
+    const std::size_t longest = *std::max_element(op.counts.begin(), op.counts.end());
+    const std::size_t rounds = (longest + slot - 1) / slot;
+    std::vector<const void*> srcs(static_cast<std::size_t>(L));
+    for (std::size_t k = 0; k < rounds; ++k) {
+      const int h = t.nextHalf();
+      char* mine = t.staging(me, h);
+      const std::size_t from = k * slot;
+      for (int j = 0; j < L; ++j) {
+        const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(j)], from, slot);
+        copyBytes(mine + static_cast<std::size_t>(j) * slotBytes,
+                  in + (segmentOffset(op, j) + from) * es, len * es);
+      }
+      t.barrier(c.deadline, c.what);  // every rank's parts of this round are staged
+      const std::size_t myLen = clampLen(op.counts[static_cast<std::size_t>(me)], from, slot);
+      for (int r = 0; r < L; ++r)
+        srcs[static_cast<std::size_t>(r)] = t.staging(r, h) + static_cast<std::size_t>(me) * slotBytes;
+      sumInto(op.dtype, out + from * es, srcs.data(), L, myLen);
+    }
+    return;
+  }
+  // Hierarchical: the node's sum of the whole buffer at the leader, summed over leaders, then
+  // each rank's segment handed out through the leader's staging.
+  const std::size_t total = totalCount(op);
+  std::vector<char> scratch(t.isLeader() ? total * es : 0);
+  nodeAllReduce(c, op.send, scratch.data(), total, op.dtype, /*leaderOnly=*/true);
+  if (t.isLeader()) leaderAllReduce(c, scratch.data(), total, op.dtype);
+  const std::vector<int>& local = t.members(t.nodeIndex());
+  const std::size_t slot = slotElems(t, L, es), slotBytes = slot * es;
+  std::size_t longest = 0;
+  for (int r : local) longest = std::max(longest, op.counts[static_cast<std::size_t>(r)]);
+  const std::size_t rounds = (longest + slot - 1) / slot;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const int h = t.nextHalf();
+    const std::size_t from = k * slot;
+    if (t.isLeader()) {
+      for (int j = 0; j < L; ++j) {
+        const int r = local[static_cast<std::size_t>(j)];
+        const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(r)], from, slot);
+        copyBytes(t.staging(0, h) + static_cast<std::size_t>(j) * slotBytes,
+                  scratch.data() + (segmentOffset(op, r) + from) * es, len * es);
+      }
+    }
+    t.barrier(c.deadline, c.what);  // the leader staged every local rank's part of this round
+    const int r = local[static_cast<std::size_t>(me)];
+    const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(r)], from, slot);
+    copyBytes(out + from * es, t.staging(0, h) + static_cast<std::size_t>(me) * slotBytes, len * es);
+  }
+}
+
+void shmAllGather(const ShmContext& c, const Collective& op) {
+  ShmTeam& t = c.team;
+  const std::size_t es = dtypeSize(op.dtype);
+  const int L = t.localSize(), me = t.localRank();
+  const auto* in = static_cast<const char*>(op.send);
+  auto* out = static_cast<char*>(op.recv);
+  const std::vector<int>& local = t.members(t.nodeIndex());
+  const int myWorld = local[static_cast<std::size_t>(me)];
+  const bool inPlace = isInPlace(op, myWorld);
+  if (!inPlace)
+    copyBytes(out + segmentOffset(op, myWorld) * es, in,
+              op.counts[static_cast<std::size_t>(myWorld)] * es);
+
+  // Inside the node: every rank stages its contribution; each rank (or, over several nodes,
+  // the leader, into a packed buffer) copies the peers' out.
+  const bool multi = t.numNodes() > 1;
+  std::vector<std::size_t> packOffset(static_cast<std::size_t>(L) + 1, 0);
+  for (int j = 0; j < L; ++j)
+    packOffset[static_cast<std::size_t>(j) + 1] =
+        packOffset[static_cast<std::size_t>(j)] + op.counts[static_cast<std::size_t>(local[static_cast<std::size_t>(j)])];
+  std::vector<char> nodePack(multi && t.isLeader() ? packOffset.back() * es : 0);
+  const std::size_t slot = t.halfBytes() / es;
+  std::size_t longest = 0;
+  for (int r : local) longest = std::max(longest, op.counts[static_cast<std::size_t>(r)]);
+  const std::size_t rounds = (longest + slot - 1) / slot;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const int h = t.nextHalf();
+    const std::size_t from = k * slot;
+    copyBytes(t.staging(me, h), in + from * es,
+              clampLen(op.counts[static_cast<std::size_t>(myWorld)], from, slot) * es);
+    t.barrier(c.deadline, c.what);  // every local rank's part of this round is staged
+    for (int j = 0; j < L; ++j) {
+      if (j == me) continue;
+      const int r = local[static_cast<std::size_t>(j)];
+      const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(r)], from, slot);
+      if (!multi)
+        copyBytes(out + (segmentOffset(op, r) + from) * es, t.staging(j, h), len * es);
+      else if (t.isLeader())
+        copyBytes(nodePack.data() + (packOffset[static_cast<std::size_t>(j)] + from) * es,
+                  t.staging(j, h), len * es);
+    }
+  }
+  if (!multi) return;
+
+  // Between nodes: leaders exchange their packed node contributions, then broadcast the whole
+  // packed world inside the node; every rank unpacks into its own recv.
+  std::vector<int> order;  // world ranks in packed order (node by node, local order)
+  std::vector<int> nodeCounts, nodeDispls;
+  std::size_t packed = 0;
+  for (int n = 0; n < t.numNodes(); ++n) {
+    std::size_t nodeTotal = 0;
+    for (int r : t.members(n)) {
+      order.push_back(r);
+      nodeTotal += op.counts[static_cast<std::size_t>(r)];
+    }
+    if (packed + nodeTotal > static_cast<std::size_t>(INT_MAX))
+      ZRT_THROW(InvalidArgument, c.what, ": ", packed + nodeTotal,
+                " elements exceed what MPI_Allgatherv between node leaders can count (INT_MAX);"
+                " use smaller buckets");
+    nodeDispls.push_back(static_cast<int>(packed));
+    nodeCounts.push_back(static_cast<int>(nodeTotal));
+    packed += nodeTotal;
+  }
+  std::vector<char> all(t.isLeader() ? packed * es : 0);
+  if (t.isLeader()) {
+    // The leader's own contribution sits in its recv; the pack has the other local ranks'.
+    copyBytes(nodePack.data(), out + segmentOffset(op, myWorld) * es,
+              op.counts[static_cast<std::size_t>(myWorld)] * es);
+    const MPI_Datatype type = MpiReduceOps::datatype(op.dtype);
+    ZRT_CHECK_MPI(MPI_Allgatherv(nodePack.data(), nodeCounts[static_cast<std::size_t>(t.nodeIndex())],
+                                 type, all.data(), nodeCounts.data(), nodeDispls.data(), type,
+                                 t.leaderComm()));
+    unpackRange(order, op, 0, all.data(), all.size(), out);
+  }
+  nodeBroadcast(c, all.data(), packed * es, [&](std::size_t from, const char* src, std::size_t len) {
+    unpackRange(order, op, from, src, len, out);
+  });
+}
+
+}  // namespace zrt::comm

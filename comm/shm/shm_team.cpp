@@ -1,0 +1,108 @@
+#include "comm/shm/shm_team.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <new>
+#include <string>
+
+#include "comm/mpi_check.h"
+#include "runtime/error.h"
+
+namespace zrt::comm {
+
+ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPerNode) {
+  int worldRank = 0, worldSize = 1;
+  ZRT_CHECK_MPI(MPI_Comm_rank(world, &worldRank));
+  ZRT_CHECK_MPI(MPI_Comm_size(world, &worldSize));
+
+  MPI_Comm sharedRaw = MPI_COMM_NULL;
+  ZRT_CHECK_MPI(
+      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, worldRank, MPI_INFO_NULL, &sharedRaw));
+  MpiCommHandle shared(sharedRaw);
+  if (simulatedRanksPerNode > 0) {
+    nodeComm_ = MpiCommHandle::split(shared.get(), worldRank / simulatedRanksPerNode, worldRank);
+  } else {
+    ZRT_CHECK_MPI(MPI_Comm_set_errhandler(shared.get(), MPI_ERRORS_RETURN));
+    nodeComm_ = std::move(shared);
+  }
+  ZRT_CHECK_MPI(MPI_Comm_rank(nodeComm_.get(), &localRank_));
+  ZRT_CHECK_MPI(MPI_Comm_size(nodeComm_.get(), &localSize_));
+
+  leaderComm_ = MpiCommHandle::split(world, localRank_ == 0 ? 0 : MPI_UNDEFINED, worldRank);
+  if (leaderComm_) ZRT_CHECK_MPI(MPI_Comm_rank(leaderComm_.get(), &nodeIndex_));
+  ZRT_CHECK_MPI(MPI_Bcast(&nodeIndex_, 1, MPI_INT, 0, nodeComm_.get()));
+
+  // Who is where: (node, local rank) of every world rank.
+  int mine[2] = {nodeIndex_, localRank_};
+  std::vector<int> all(2 * static_cast<std::size_t>(worldSize));
+  ZRT_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, world));
+  int nodes = 0;
+  for (int r = 0; r < worldSize; ++r) nodes = std::max(nodes, all[2 * r] + 1);
+  members_.assign(static_cast<std::size_t>(nodes), {});
+  for (int r = 0; r < worldSize; ++r) {
+    auto& m = members_[static_cast<std::size_t>(all[2 * r])];
+    const auto local = static_cast<std::size_t>(all[2 * r + 1]);
+    if (m.size() <= local) m.resize(local + 1, -1);
+    m[local] = r;
+  }
+  for (const auto& m : members_) maxLocalSize_ = std::max(maxLocalSize_, static_cast<int>(m.size()));
+
+  // Each half holds one 64-byte-aligned slot per local rank.
+  halfBytes_ = std::max<std::size_t>(stagingBytes / 2, 64 * static_cast<std::size_t>(localSize_));
+  halfBytes_ = halfBytes_ / 64 * 64;
+  const auto segmentBytes = static_cast<MPI_Aint>(kControlBytes + 2 * halfBytes_);
+  MPI_Info info;
+  ZRT_CHECK_MPI(MPI_Info_create(&info));
+  // Each rank's segment in its own pages (first touch by the owner places it near the owner).
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  char* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  const int rc = MPI_Win_allocate_shared(segmentBytes, 1, info, nodeComm_.get(), &base, &win);
+  MPI_Info_free(&info);
+  ZRT_CHECK_MPI(rc);
+  win_.adopt(win);
+  segments_.resize(static_cast<std::size_t>(localSize_));
+  for (int r = 0; r < localSize_; ++r) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    ZRT_CHECK_MPI(MPI_Win_shared_query(win_.get(), r, &size, &disp,
+                                       &segments_[static_cast<std::size_t>(r)]));
+  }
+  new (segments_[static_cast<std::size_t>(localRank_)]) std::atomic<std::uint64_t>(0);
+  ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
+  ZRT_CHECK_MPI(MPI_Barrier(nodeComm_.get()));  // every control line initialised before use
+  ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
+}
+
+void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char* what) {
+  const std::uint64_t target = ++epoch_;
+  epochOf(localRank_).store(target, std::memory_order_release);
+  for (int r = 0; r < localSize_; ++r) {
+    if (r == localRank_) continue;
+    std::atomic<std::uint64_t>& peer = epochOf(r);
+    // Waits for local rank r to reach this barrier: a short spin (it is usually close behind),
+    // then sched_yield so a rank that shares our core gets to run.
+    for (unsigned spins = 0; peer.load(std::memory_order_acquire) < target; ++spins) {
+      if (spins < 256) {
+        _mm_pause();
+        continue;
+      }
+      sched_yield();
+      if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
+        std::string missing;
+        for (int q = 0; q < localSize_; ++q) {
+          if (epochOf(q).load(std::memory_order_acquire) < target)
+            missing += detail::cat(missing.empty() ? "" : ", ", "local ", q, " (world ",
+                                   members(nodeIndex_)[static_cast<std::size_t>(q)], ")");
+        }
+        ZRT_THROW(TimeoutError, what,
+                  ": shared-memory barrier timed out; ranks of this node that had not arrived: ",
+                  missing);
+      }
+    }
+  }
+}
+
+}  // namespace zrt::comm

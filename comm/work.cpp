@@ -1,0 +1,95 @@
+#include "comm/work.h"
+
+#include <thread>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/error.h"
+
+namespace zrt::comm {
+
+void WorkState::finish(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    if (done_) return;
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+void WorkState::setDevicePoll(std::function<bool()> poll, std::shared_ptr<Event> event) {
+  std::lock_guard lock(mu_);
+  poll_ = std::move(poll);
+  event_ = std::move(event);
+}
+
+void WorkState::pollDevice() {
+  if (done_ || !poll_) return;
+  try {
+    if (poll_()) done_ = true;
+  } catch (...) {
+    done_ = true;
+    error_ = std::current_exception();
+  }
+}
+
+bool WorkState::isCompleted() {
+  std::lock_guard lock(mu_);
+  pollDevice();
+  return done_;
+}
+
+void WorkState::wait(std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  std::unique_lock lock(mu_);
+  if (poll_) {
+    // Device work: poll its event with a growing sleep (at most 200 us of added latency).
+    auto sleep = std::chrono::microseconds(1);
+    for (pollDevice(); !done_; pollDevice()) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      lock.unlock();
+      std::this_thread::sleep_for(sleep);
+      if (sleep < std::chrono::microseconds(200)) sleep *= 2;
+      lock.lock();
+    }
+  } else {
+    // Host work: waits for the backend's thread to call finish().
+    cv_.wait_until(lock, deadline, [&] { return done_; });
+  }
+  if (!done_) {
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ZRT_THROW(TimeoutError, description_, " not complete after waiting ", waited, " s");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::exception_ptr WorkState::exception() {
+  std::lock_guard lock(mu_);
+  pollDevice();
+  return error_;
+}
+
+void waitOnStream(const Work& work, Stream& stream, std::chrono::milliseconds timeout) {
+  if (Event* event = work.deviceEvent()) {
+    stream.waitEvent(*event);
+    return;
+  }
+  work.wait(timeout);
+}
+
+void waitAll(const std::vector<Work>& works, std::chrono::milliseconds timeout) {
+  std::exception_ptr first;
+  for (const Work& w : works) {
+    try {
+      w.wait(timeout);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace zrt::comm

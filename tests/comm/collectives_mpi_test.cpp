@@ -1,0 +1,326 @@
+// Every collective, every dtype, sizes 0, 1, odd and several staging rounds, in place and out
+// of place, equal and per-rank counts, through each path: MPI's collectives, the shared-memory
+// path (a tiny staging area so large buffers take many rounds), and the hierarchical path
+// (nodes simulated as pairs of ranks: 3 ranks make nodes of 2 and 1, 4 ranks two nodes of 2).
+// Integer-valued inputs make every summation order exact, so results must match bit for bit;
+// random inputs are checked against a float64 reference within the rounding bound.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "runtime/error.h"
+#include "tests/comm/comm_test_util.h"
+#include "tests/support/mpi_test.h"
+
+using namespace zrt;
+using namespace zrt::comm;
+using test::Buf;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  CommOptions options;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  CommOptions mpi;
+  mpi.path = CommPath::Mpi;
+  CommOptions shm;
+  shm.path = CommPath::Shm;
+  shm.shmBytes = 4096;  // 2 KiB halves: 5003 fp32 elements take many rounds
+  CommOptions hier = shm;
+  hier.simulatedRanksPerNode = 2;
+  for (auto* o : {&mpi, &shm, &hier}) {
+    o->timeout = std::chrono::seconds(60);
+    o->checkConsistency = true;
+  }
+  v.push_back({"mpi", mpi});
+  v.push_back({"shm", shm});
+  v.push_back({"hier", hier});
+  return v;
+}
+
+const std::size_t kSizes[] = {0, 1, 7, 1000, 5003};
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// Uneven per-rank counts from a base size: rank r gets base + r (rank 1 gets none when base>0).
+std::vector<std::size_t> unevenCounts(std::size_t base, int world) {
+  std::vector<std::size_t> c(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) c[static_cast<std::size_t>(r)] = r == 1 ? 0 : base + static_cast<std::size_t>(r);
+  return c;
+}
+
+bool sameBits(const Buf& a, const Buf& b, std::size_t from, std::size_t n, std::size_t bFrom = 0) {
+  const std::size_t es = dtypeSize(a.dtype);
+  return n == 0 || std::equal(a.bytes.begin() + static_cast<long>(from * es),
+                              a.bytes.begin() + static_cast<long>((from + n) * es),
+                              b.bytes.begin() + static_cast<long>(bFrom * es));
+}
+
+}  // namespace
+
+TEST_CASE("all-reduce matches the exact sum, in and out of place, every path and dtype") {
+  const int world = test::worldSize(), me = test::worldRank();
+  for (const Variant& v : variants()) {
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      for (std::size_t n : kSizes) {
+        CAPTURE(v.name);
+        CAPTURE(nameOf(t));
+        CAPTURE(n);
+        Buf in(t, n), out(t, n), expect(t, n);
+        for (std::size_t i = 0; i < n; ++i) {
+          in.set(i, test::exactValue(me, i));
+          float s = 0;
+          for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
+          expect.set(i, s);
+        }
+        Buf inCopy = in;
+        comm.allReduce(in.data(), out.data(), n, t);
+        CHECK(sameBits(out, expect, 0, n));
+        CHECK(sameBits(in, inCopy, 0, n));  // out of place leaves the input alone
+        comm.allReduce(in.data(), n, t);
+        CHECK(sameBits(in, expect, 0, n));
+      }
+    }
+  }
+}
+
+TEST_CASE("all-reduce of random values is within the rounding bound of a float64 reference") {
+  const int world = test::worldSize(), me = test::worldRank();
+  const std::size_t n = 4099;
+  for (const Variant& v : variants()) {
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      CAPTURE(v.name);
+      CAPTURE(nameOf(t));
+      Buf buf(t, n);
+      for (std::size_t i = 0; i < n; ++i) buf.set(i, test::randomValue(me, i, t));
+      comm.allReduce(buf.data(), n, t);
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        double exact = 0, abs = 0;
+        for (int r = 0; r < world; ++r) {
+          exact += test::randomValue(r, i, t);
+          abs += std::fabs(test::randomValue(r, i, t));
+        }
+        if (std::fabs(buf.get(i) - exact) > test::sumTolerance(t, world, abs, exact)) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("reduce-scatter with equal and per-rank counts, in and out of place") {
+  const int world = test::worldSize(), me = test::worldRank();
+  for (const Variant& v : variants()) {
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      for (std::size_t base : kSizes) {
+        for (bool uneven : {false, true}) {
+          CAPTURE(v.name);
+          CAPTURE(nameOf(t));
+          CAPTURE(base);
+          CAPTURE(uneven);
+          const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
+          const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+          std::size_t off = 0;
+          for (int r = 0; r < me; ++r) off += counts[static_cast<std::size_t>(r)];
+          const std::size_t mine = counts[static_cast<std::size_t>(me)];
+          Buf in(t, total), expect(t, total);
+          for (std::size_t i = 0; i < total; ++i) {
+            in.set(i, test::exactValue(me, i));
+            float s = 0;
+            for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
+            expect.set(i, s);
+          }
+          Buf out(t, mine, -99.f);
+          comm.reduceScatter(in.data(), out.data(), counts, t);
+          CHECK(sameBits(out, expect, 0, mine, off));
+          // In place: the result lands in this rank's segment; other segments stay as they were.
+          Buf inPlace = in;
+          comm.reduceScatter(inPlace.data(), inPlace.bytes.data() + off * dtypeSize(t), counts, t);
+          CHECK(sameBits(inPlace, expect, off, mine, off));
+          CHECK(sameBits(inPlace, in, 0, off));
+          CHECK(sameBits(inPlace, in, off + mine, total - off - mine, off + mine));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("all-gather with equal counts, per-rank counts at displacements, and in place") {
+  const int world = test::worldSize(), me = test::worldRank();
+  for (const Variant& v : variants()) {
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      for (std::size_t base : kSizes) {
+        for (bool uneven : {false, true}) {
+          CAPTURE(v.name);
+          CAPTURE(nameOf(t));
+          CAPTURE(base);
+          CAPTURE(uneven);
+          const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
+          // Uneven: segments in reverse rank order with a gap of 3 elements before each.
+          std::vector<std::size_t> displs;
+          std::size_t extent = 0;
+          if (uneven) {
+            displs.resize(static_cast<std::size_t>(world));
+            for (int r = world - 1; r >= 0; --r) {
+              displs[static_cast<std::size_t>(r)] = extent + 3;
+              extent += 3 + counts[static_cast<std::size_t>(r)];
+            }
+          } else {
+            extent = base * static_cast<std::size_t>(world);
+          }
+          auto displ = [&](int r) {
+            return uneven ? displs[static_cast<std::size_t>(r)] : base * static_cast<std::size_t>(r);
+          };
+          const std::size_t mine = counts[static_cast<std::size_t>(me)];
+          Buf in(t, mine);
+          for (std::size_t i = 0; i < mine; ++i) in.set(i, test::exactValue(me, i));
+          Buf expect(t, extent, -7.f);
+          for (int r = 0; r < world; ++r)
+            for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i)
+              expect.set(displ(r) + i, test::exactValue(r, i));
+
+          Buf out(t, extent, -7.f);
+          comm.allGather(in.data(), out.data(), counts, t, displs);
+          CHECK(sameBits(out, expect, 0, extent));
+
+          Buf inPlace(t, extent, -7.f);
+          std::copy(in.bytes.begin(), in.bytes.end(),
+                    inPlace.bytes.begin() + static_cast<long>(displ(me) * dtypeSize(t)));
+          comm.allGather(inPlace.bytes.data() + displ(me) * dtypeSize(t), inPlace.data(), counts,
+                         t, displs);
+          CHECK(sameBits(inPlace, expect, 0, extent));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("broadcast from the last rank and a barrier") {
+  const int world = test::worldSize(), me = test::worldRank();
+  MpiCommunicator comm(MPI_COMM_WORLD, variants()[1].options);
+  for (DType t : kTypes) {
+    for (std::size_t n : kSizes) {
+      Buf buf(t, n);
+      for (std::size_t i = 0; i < n; ++i) buf.set(i, test::exactValue(me, i));
+      comm.broadcast(buf.data(), n, t, world - 1);
+      Buf expect(t, n);
+      for (std::size_t i = 0; i < n; ++i) expect.set(i, test::exactValue(world - 1, i));
+      CHECK(sameBits(buf, expect, 0, n));
+    }
+  }
+  comm.barrier();
+  CHECK(comm.stats().get(OpKind::Broadcast).calls == 15);
+  CHECK(comm.stats().get(OpKind::Barrier).calls == 1);
+}
+
+TEST_CASE("asynchronous operations complete in order and report their handles") {
+  const int me = test::worldRank(), world = test::worldSize();
+  MpiCommunicator comm(MPI_COMM_WORLD, variants()[1].options);
+  std::vector<Buf> bufs;
+  for (int k = 0; k < 6; ++k) {
+    bufs.emplace_back(DType::F32, 3000);
+    for (std::size_t i = 0; i < 3000; ++i) bufs.back().set(i, static_cast<float>(me + k));
+  }
+  std::vector<Work> works;
+  for (auto& b : bufs) works.push_back(comm.allReduceAsync(b.data(), 3000, DType::F32));
+  waitAll(works);
+  for (int k = 0; k < 6; ++k) {
+    CHECK(works[static_cast<std::size_t>(k)].isCompleted());
+    CHECK(!works[static_cast<std::size_t>(k)].exception());
+    CHECK(bufs[static_cast<std::size_t>(k)].get(2999) ==
+          static_cast<float>(world * (world - 1) / 2 + world * k));
+  }
+  CHECK(works[0].description().find("allReduce #1") != std::string::npos);
+}
+
+TEST_CASE("mismatched sizes and dtypes are caught on every rank, naming the ranks") {
+  ZRT_REQUIRE_RANKS(2);
+  const int me = test::worldRank();
+  CommOptions o = variants()[0].options;
+  o.checkConsistency = true;
+  MpiCommunicator comm(MPI_COMM_WORLD, o);
+  Buf buf(DType::F32, 16);
+  std::string message;
+  try {
+    comm.allReduce(buf.data(), me == 1 ? 12 : 10, DType::F32);
+  } catch (const PeerError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("rank 1 posted allReduce") != std::string::npos);
+  CHECK(message.find("rank 0 posted allReduce") != std::string::npos);
+
+  message.clear();
+  try {
+    comm.allReduce(buf.data(), 8, me == 1 ? DType::F16 : DType::F32);
+  } catch (const PeerError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("fp16") != std::string::npos);
+
+  // Same total, different split between ranks.
+  message.clear();
+  std::vector<std::size_t> counts(static_cast<std::size_t>(test::worldSize()), 2);
+  if (me == 1) {
+    counts[0] = 3;
+    counts[1] = 1;
+  }
+  try {
+    Buf out(DType::F32, 4);
+    comm.reduceScatter(buf.data(), out.data(), counts, DType::F32);
+  } catch (const PeerError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("different per-rank counts") != std::string::npos);
+  // The communicator still works afterwards.
+  comm.allReduce(buf.data(), 16, DType::F32);
+}
+
+TEST_CASE("malformed operations are rejected before they are queued") {
+  MpiCommunicator comm(MPI_COMM_WORLD, variants()[0].options);
+  std::vector<float> a(8);
+  std::vector<std::size_t> wrong(static_cast<std::size_t>(test::worldSize()) + 1, 1);
+  CHECK_THROWS_AS(comm.reduceScatterAsync(a.data(), a.data() + 1, wrong, DType::F32), InvalidArgument);
+  CHECK_THROWS_AS(comm.broadcastAsync(a.data(), 4, DType::F32, test::worldSize()), InvalidArgument);
+  CHECK_THROWS_AS(comm.allReduceAsync(a.data(), a.data() + 1, 4, DType::F32), InvalidArgument);
+  CHECK_THROWS_AS(comm.allReduceAsync(nullptr, 4, DType::F32), InvalidArgument);
+}
+
+TEST_CASE("the variants really take the paths they test") {
+  const int world = test::worldSize();
+  auto vs = variants();
+  Collective big;
+  big.kind = OpKind::AllReduce;
+  big.count = 1 << 20;
+  MpiCommunicator mpi(MPI_COMM_WORLD, vs[0].options);
+  CHECK(mpi.pathFor(big) == CommPath::Mpi);
+  MpiCommunicator shm(MPI_COMM_WORLD, vs[1].options);
+  CHECK(shm.pathFor(big) == (world > 1 ? CommPath::Shm : CommPath::Mpi));
+  CHECK(shm.numNodes() == (world > 1 ? 1 : world));
+  MpiCommunicator hier(MPI_COMM_WORLD, vs[2].options);
+  CHECK(hier.pathFor(big) == (world > 1 ? CommPath::Shm : CommPath::Mpi));
+  if (world > 1) CHECK(hier.numNodes() == (world + 1) / 2);
+  // Broadcast and barrier always use MPI; auto picks MPI below the size threshold.
+  Collective bc;
+  bc.kind = OpKind::Broadcast;
+  bc.count = 1 << 20;
+  CHECK(shm.pathFor(bc) == CommPath::Mpi);
+  CommOptions autoOpts = vs[1].options;
+  autoOpts.path = CommPath::Auto;
+  autoOpts.shmMinBytes = 1 << 16;
+  MpiCommunicator autoComm(MPI_COMM_WORLD, autoOpts);
+  Collective small = big;
+  small.count = 16;
+  CHECK(autoComm.pathFor(small) == CommPath::Mpi);
+  CHECK(autoComm.pathFor(big) == (world > 1 ? CommPath::Shm : CommPath::Mpi));
+}
