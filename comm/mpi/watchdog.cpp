@@ -77,7 +77,11 @@ void Watchdog::run() {
           std::chrono::steady_clock::now() - snap.since > timeout_) {
         reportedSeq_ = snap.started;
         const std::string report = diagnose(snap);
-        if (onTimeout_) {
+        if (progress_.snapshot().completed >= snap.started) {
+          // It finished while the peers were being asked: slow, not stuck.
+          logWarning(detail::cat(snap.description, " completed only after the ",
+                                 fmt1(timeout_.count() / 1000.0), " s timeout"));
+        } else if (onTimeout_) {
           onTimeout_(report);
         } else {
           logError(report);

@@ -1,0 +1,118 @@
+#include "comm/allgather_bucketer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace zrt::comm {
+
+AllGatherBucketerOptions AllGatherBucketerOptions::fromZeroConfig(const ZeroConfig& zero,
+                                                                  DType dtype) {
+  AllGatherBucketerOptions o;
+  const std::int64_t size = zero.stage >= 3 ? zero.stage3_prefetch_bucket_size : zero.allgather_bucket_size;
+  o.allgatherBucketSize = static_cast<std::size_t>(std::max<std::int64_t>(1, size));
+  o.overlapComm = zero.overlap_comm;
+  o.dtype = dtype;
+  return o;
+}
+
+AllGatherBucketer::AllGatherBucketer(Communicator& comm, std::span<const std::size_t> itemNumels,
+                                     AllGatherBucketerOptions options)
+    : comm_(comm),
+      options_(options),
+      plan_(planAllGatherBuckets(itemNumels, comm.size(), options.allgatherBucketSize,
+                                 options.shardAlignElements)),
+      es_(dtypeSize(options.dtype)) {
+  lastBucket_.assign(itemNumels.size(), 0);
+  for (std::size_t k = 0; k < plan_.buckets.size(); ++k)
+    for (const GatherPiece& p : plan_.buckets[k].pieces) lastBucket_[p.item] = k;
+  done_.assign(plan_.buckets.size(), true);
+  works_.resize(plan_.buckets.size());
+  send_.resize(plan_.buckets.size());
+  recv_.resize(plan_.buckets.size());
+}
+
+AllGatherBucketer::~AllGatherBucketer() {
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    logError(detail::cat("all-gather bucketer: a bucket failed while shutting down: ", e.what()));
+  }
+}
+
+void AllGatherBucketer::start(std::span<const void* const> shards, std::span<void* const> fulls) {
+  const std::size_t n = plan_.itemNumel.size();
+  if (shards.size() != n || fulls.size() != n)
+    ZRT_THROW(InvalidArgument, "all-gather bucketer: ", shards.size(), " shards and ",
+              fulls.size(), " full buffers given for ", n, " items");
+  finish();  // a previous round's buckets reference the old buffers
+  shards_.assign(shards.begin(), shards.end());
+  fulls_.assign(fulls.begin(), fulls.end());
+  std::fill(done_.begin(), done_.end(), false);
+  for (std::size_t k = 0; k < plan_.buckets.size(); ++k) {
+    post(k);
+    if (!options_.overlapComm) waitBucket(k);
+  }
+}
+
+void AllGatherBucketer::post(std::size_t k) {
+  const GatherBucket& b = plan_.buckets[k];
+  const int world = comm_.size();
+  if (b.pieces.size() == 1) {
+    const GatherPiece& p = b.pieces[0];
+    std::vector<std::size_t> counts(static_cast<std::size_t>(world), p.length), displs;
+    for (int r = 0; r < world; ++r)
+      displs.push_back(static_cast<std::size_t>(r) * plan_.shardCount[p.item] + p.shardOffset);
+    works_[k] = comm_.allGatherAsync(static_cast<const char*>(shards_[p.item]) + p.shardOffset * es_,
+                                     fulls_[p.item], counts, options_.dtype, displs);
+    return;
+  }
+  send_[k].resize(b.perRank * es_);
+  recv_[k].resize(b.perRank * static_cast<std::size_t>(world) * es_);
+  std::size_t at = 0;
+  for (const GatherPiece& p : b.pieces) {
+    std::memcpy(send_[k].data() + at, static_cast<const char*>(shards_[p.item]) + p.shardOffset * es_,
+                p.length * es_);
+    at += p.length * es_;
+  }
+  works_[k] = comm_.allGatherAsync(send_[k].data(), recv_[k].data(), b.perRank, options_.dtype);
+}
+
+void AllGatherBucketer::waitBucket(std::size_t k) {
+  if (k >= done_.size())
+    ZRT_THROW(InvalidArgument, "waitBucket(", k, "): only ", done_.size(), " buckets");
+  if (done_[k]) return;
+  done_[k] = true;
+  // Waits for bucket k's all-gather (bounded by the default wait timeout).
+  works_[k].wait();
+  const GatherBucket& b = plan_.buckets[k];
+  if (b.pieces.size() == 1) return;
+  const int world = comm_.size();
+  for (int r = 0; r < world; ++r) {
+    const char* src = recv_[k].data() + static_cast<std::size_t>(r) * b.perRank * es_;
+    for (const GatherPiece& p : b.pieces) {
+      std::memcpy(static_cast<char*>(fulls_[p.item]) +
+                      (static_cast<std::size_t>(r) * plan_.shardCount[p.item] + p.shardOffset) * es_,
+                  src, p.length * es_);
+      src += p.length * es_;
+    }
+  }
+  std::vector<char>().swap(send_[k]);
+  std::vector<char>().swap(recv_[k]);
+}
+
+void AllGatherBucketer::finish() {
+  std::exception_ptr first;
+  for (std::size_t k = 0; k < done_.size(); ++k) {
+    try {
+      waitBucket(k);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace zrt::comm

@@ -1,0 +1,68 @@
+// AllGatherBucketer: rebuilds full buffers from the shards the ranks own, in buckets of
+// allgather_bucket_size elements (counted over all ranks), as DeepSpeed gathers updated
+// parameters after the optimizer step (stages 1 and 2: one flat buffer, cut into pieces) and
+// fetches parameters ahead of use (stage 3: many parameters, small ones coalesced into one
+// bucket). Items are partitioned by partition/shard.h. A bucket of one piece is one all-gather
+// straight into the full buffer (per-rank displacements, in place when the shard lies inside
+// it); a bucket of several pieces packs them, gathers once, and unpacks when waited for.
+// With overlap_comm every bucket is posted at start() and waitBucket(k) returns as soon as
+// bucket k is in place (use the parameters it holds while later buckets travel); without it,
+// start() runs the buckets one after another.
+// Thread-safety: one thread drives a bucketer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "comm/bucket_plan.h"
+#include "comm/communicator.h"
+#include "runtime/config/config.h"
+
+namespace zrt::comm {
+
+struct AllGatherBucketerOptions {
+  std::size_t allgatherBucketSize = 500'000'000;  // elements over all ranks
+  bool overlapComm = false;
+  DType dtype = DType::F32;
+  std::uint64_t shardAlignElements = 1;
+
+  // Stages 1/2: allgather_bucket_size; stage 3: stage3_prefetch_bucket_size.
+  static AllGatherBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
+};
+
+class AllGatherBucketer {
+ public:
+  AllGatherBucketer(Communicator& comm, std::span<const std::size_t> itemNumels,
+                    AllGatherBucketerOptions options);
+  ~AllGatherBucketer();  // waits for buckets in flight
+  AllGatherBucketer(const AllGatherBucketer&) = delete;
+  AllGatherBucketer& operator=(const AllGatherBucketer&) = delete;
+
+  const GatherPlan& plan() const { return plan_; }
+  // shards[i]: this rank's shard of item i (plan().shardCount[i] elements); fulls[i]: the
+  // gathered item (shardCount[i] * world elements, padding included).
+  void start(std::span<const void* const> shards, std::span<void* const> fulls);
+  // Blocks until bucket k is in place (rethrows its failure).
+  void waitBucket(std::size_t k);
+  // The bucket after which item i is complete.
+  std::size_t lastBucketOf(std::size_t item) const { return lastBucket_.at(item); }
+  void finish();
+
+ private:
+  void post(std::size_t k);
+
+  Communicator& comm_;
+  AllGatherBucketerOptions options_;
+  GatherPlan plan_;
+  std::size_t es_;
+  std::vector<std::size_t> lastBucket_;
+  std::vector<const void*> shards_;
+  std::vector<void*> fulls_;
+  std::vector<Work> works_;
+  std::vector<bool> done_;
+  std::vector<std::vector<char>> send_, recv_;  // packed buckets
+};
+
+}  // namespace zrt::comm

@@ -1,0 +1,268 @@
+#include "comm/gradient_bucketer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "comm/reduce_kernels.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace zrt::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+GradientBucketerOptions GradientBucketerOptions::fromZeroConfig(const ZeroConfig& zero, DType dtype) {
+  GradientBucketerOptions o;
+  o.stage = zero.stage;
+  o.reduceBucketSize = static_cast<std::size_t>(std::max<std::int64_t>(1, zero.reduce_bucket_size));
+  o.overlapComm = zero.overlap_comm;
+  o.contiguousGradients = zero.contiguous_gradients;
+  o.dtype = dtype;
+  return o;
+}
+
+GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size_t> numels,
+                                   GradientBucketerOptions options)
+    : comm_(comm),
+      options_(options),
+      plan_(planGradientBuckets(numels, options.reduceBucketSize)),
+      es_(dtypeSize(options.dtype)) {
+  if (options_.stage < 0 || options_.stage > 3)
+    ZRT_THROW(InvalidArgument, "ZeRO stage must be 0, 1, 2 or 3, got ", options_.stage);
+  if (options_.gradientAccumulationSteps < 1)
+    ZRT_THROW(InvalidArgument, "gradient_accumulation_steps must be at least 1, got ",
+              options_.gradientAccumulationSteps);
+  divisor_ = static_cast<float>(comm.size()) *
+             (options_.averageOverAccumulation ? static_cast<float>(options_.gradientAccumulationSteps) : 1.f);
+  const int world = comm.size();
+  shard_ = shardOf(plan_.totalNumel, world, comm.rank(), options_.shardAlignElements);
+  shardLen_ = shard_.count;
+  for (int r = 0; r < world; ++r)
+    shardBegin_.push_back(shardOf(plan_.totalNumel, world, r, options_.shardAlignElements).begin);
+
+  std::uint64_t bytes = 0;
+  if (!sharded()) {
+    flat_.resize(plan_.totalNumel * es_);
+    bytes = flat_.size();
+  } else {
+    const std::size_t slots = options_.overlapComm ? 2 : 1;
+    shardOut_.assign(shardLen_ * es_, 0);
+    ring_.assign(slots, std::vector<char>(plan_.maxBucketNumel * es_));
+    recvTemp_.resize(slots);
+    slotOwner_.assign(slots, kNone);
+    bytes = shardOut_.size() + slots * plan_.maxBucketNumel * es_;
+  }
+  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, MemPlace::Host, bytes);
+  const std::size_t n = plan_.numel.size(), nb = plan_.buckets.size();
+  ready_.assign(n, false);
+  gradPtr_.assign(n, nullptr);
+  early_.resize(n);
+  pending_.assign(nb, 0);
+  works_.resize(nb);
+  done_.assign(nb, true);
+  nextLaunch_ = nb;
+}
+
+GradientBucketer::~GradientBucketer() {
+  try {
+    waitAllLaunched();
+  } catch (const std::exception& e) {
+    logError(detail::cat("gradient bucketer: a bucket failed while shutting down: ", e.what()));
+  }
+}
+
+void GradientBucketer::beginBackward(bool accumulate) {
+  if (inBackward_) ZRT_THROW(InvalidArgument, "beginBackward called twice without finishBackward");
+  waitAllLaunched();
+  inBackward_ = true;
+  accumulate_ = accumulate;
+  exposedSeconds_ = 0;
+  if (!sharded() && accumulate && !resultInAcc_) {
+    // The running sum moves out of the flat buffer, which this pass overwrites.
+    acc_.resize(flat_.size());
+    if (!flat_.empty()) std::memcpy(acc_.data(), flat_.data(), flat_.size());
+    resultInAcc_ = true;
+  }
+  if (!sharded() && !accumulate) resultInAcc_ = false;
+  std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(gradPtr_.begin(), gradPtr_.end(), nullptr);
+  for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
+    pending_[b] = plan_.buckets[b].tensors.size();
+    works_[b] = Work();
+    done_[b] = false;
+  }
+  nextLaunch_ = 0;
+  launchReady();  // buckets of zero tensors (none today) or all-empty ones go at once
+}
+
+char* GradientBucketer::bucketBase(std::size_t bucket) {
+  const GradBucket& b = plan_.buckets[bucket];
+  if (!sharded()) return flat_.data() + b.begin * es_;
+  return ring_[bucket % ring_.size()].data();
+}
+
+void GradientBucketer::claimSlot(std::size_t bucket) {
+  const std::size_t s = bucket % ring_.size();
+  if (slotOwner_[s] == bucket) return;
+  if (slotOwner_[s] != kNone) {
+    const auto t0 = Clock::now();
+    complete(slotOwner_[s]);  // waits for the bucket that used this staging buffer before
+    exposedSeconds_ += since(t0);
+  }
+  slotOwner_[s] = bucket;
+}
+
+void GradientBucketer::gradientReady(std::size_t tensor, const void* grad) {
+  if (!inBackward_) ZRT_THROW(InvalidArgument, "gradientReady(", tensor, ") outside a backward pass");
+  if (tensor >= ready_.size())
+    ZRT_THROW(InvalidArgument, "gradientReady: tensor ", tensor, " out of range (", ready_.size(),
+              " tensors)");
+  if (ready_[tensor])
+    ZRT_THROW(InvalidArgument, "gradientReady: tensor ", tensor, " reported twice in one backward");
+  const std::size_t numel = plan_.numel[tensor];
+  if (numel > 0 && grad == nullptr)
+    ZRT_THROW(InvalidArgument, "gradientReady: null gradient for tensor ", tensor);
+  ready_[tensor] = true;
+  const std::size_t b = plan_.bucketOf[tensor];
+  if (options_.contiguousGradients && numel > 0) {
+    const std::size_t at = (plan_.offset[tensor] - plan_.buckets[b].begin) * es_;
+    if (!sharded()) {
+      std::memcpy(bucketBase(b) + at, grad, numel * es_);
+    } else {
+      // Its staging buffer is free, or held by the bucket K before it once that one launched
+      // (buckets launch in order, so claiming never waits on a bucket that cannot launch).
+      if (b < nextLaunch_ + ring_.size()) {
+        claimSlot(b);
+        std::memcpy(bucketBase(b) + at, grad, numel * es_);
+      } else {
+        // Out of order, far ahead: its staging buffer still belongs to an earlier bucket that
+        // has not launched. Keep a copy until this bucket launches.
+        early_[tensor].assign(static_cast<const char*>(grad), static_cast<const char*>(grad) + numel * es_);
+      }
+    }
+  } else {
+    gradPtr_[tensor] = grad;
+  }
+  --pending_[b];
+  launchReady();
+}
+
+void GradientBucketer::launchReady() {
+  while (nextLaunch_ < plan_.buckets.size() && pending_[nextLaunch_] == 0) launch(nextLaunch_++);
+}
+
+void GradientBucketer::launch(std::size_t bucket) {
+  const GradBucket& b = plan_.buckets[bucket];
+  if (sharded()) claimSlot(bucket);
+  char* base = bucketBase(bucket);
+  for (std::size_t t : b.tensors) {  // pack what was not copied on arrival
+    const std::size_t at = (plan_.offset[t] - b.begin) * es_, bytes = plan_.numel[t] * es_;
+    if (gradPtr_[t] && bytes) std::memcpy(base + at, gradPtr_[t], bytes);
+    if (!early_[t].empty()) {
+      std::memcpy(base + at, early_[t].data(), bytes);
+      early_[t].clear();
+    }
+  }
+  if (!sharded()) {
+    works_[bucket] = comm_.allReduceAsync(base, b.numel(), options_.dtype);
+  } else {
+    // Segment r of the bucket is its overlap with rank r's shard; shards follow rank order.
+    const int world = comm_.size();
+    std::vector<std::size_t> counts(static_cast<std::size_t>(world));
+    for (int r = 0; r < world; ++r) {
+      const std::size_t lo = std::max(b.begin, shardBegin_[static_cast<std::size_t>(r)]);
+      const std::size_t hi = std::min(b.end, shardBegin_[static_cast<std::size_t>(r)] + shardLen_);
+      counts[static_cast<std::size_t>(r)] = hi > lo ? hi - lo : 0;
+    }
+    const std::size_t mine = counts[static_cast<std::size_t>(comm_.rank())];
+    char* recv;
+    if (accumulate_) {
+      auto& temp = recvTemp_[bucket % ring_.size()];
+      temp.resize(mine * es_);
+      recv = temp.data();
+    } else {
+      const std::size_t from = std::max(b.begin, shard_.begin);
+      recv = shardOut_.data() + (mine ? (from - shard_.begin) * es_ : 0);
+    }
+    works_[bucket] = comm_.reduceScatterAsync(base, recv, counts, options_.dtype);
+  }
+  if (!options_.overlapComm) {
+    const auto t0 = Clock::now();
+    complete(bucket);
+    exposedSeconds_ += since(t0);
+  }
+}
+
+void GradientBucketer::complete(std::size_t bucket) {
+  if (done_[bucket]) return;
+  // Waits for the bucket's collective (bounded by the default wait timeout).
+  works_[bucket].wait();
+  done_[bucket] = true;
+  if (!sharded()) return;
+  const std::size_t s = bucket % ring_.size();
+  if (accumulate_) {
+    const GradBucket& b = plan_.buckets[bucket];
+    const std::size_t lo = std::max(b.begin, shard_.begin);
+    const std::size_t hi = std::min(b.end, shard_.begin + shardLen_);
+    if (hi > lo)
+      addDivided(options_.dtype, shardOut_.data() + (lo - shard_.begin) * es_,
+                 recvTemp_[s].data(), hi - lo, divisor_);
+  }
+  if (slotOwner_[s] == bucket) slotOwner_[s] = kNone;
+}
+
+void GradientBucketer::waitAllLaunched() {
+  std::exception_ptr first;
+  for (std::size_t b = 0; b < nextLaunch_ && b < done_.size(); ++b) {
+    try {
+      complete(b);
+    } catch (...) {
+      done_[b] = true;
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void GradientBucketer::finishBackward() {
+  if (!inBackward_) ZRT_THROW(InvalidArgument, "finishBackward without beginBackward");
+  const auto t0 = Clock::now();
+  inBackward_ = false;
+  waitAllLaunched();
+  exposedSeconds_ += since(t0);
+  if (nextLaunch_ < plan_.buckets.size()) {
+    std::string missing;
+    int listed = 0;
+    for (std::size_t t = 0; t < ready_.size(); ++t)
+      if (!ready_[t] && listed++ < 10) missing += detail::cat(missing.empty() ? "" : ", ", t);
+    ZRT_THROW(InvalidArgument, "finishBackward: ", listed, " tensor(s) never reported ready (",
+              missing, listed > 10 ? ", ..." : "", "); buckets from #", nextLaunch_,
+              " were not launched on this rank");
+  }
+  if (!sharded()) {
+    if (resultInAcc_)
+      addDivided(options_.dtype, acc_.data(), flat_.data(), plan_.totalNumel, divisor_);
+    else
+      divideBy(options_.dtype, flat_.data(), plan_.totalNumel, divisor_);
+  } else if (!accumulate_) {
+    divideBy(options_.dtype, shardOut_.data(), shardLen_, divisor_);
+  }
+}
+
+const void* GradientBucketer::output() const {
+  if (sharded()) return shardOut_.data();
+  return resultInAcc_ ? acc_.data() : flat_.data();
+}
+
+std::size_t GradientBucketer::outputCount() const {
+  return sharded() ? shardLen_ : plan_.totalNumel;
+}
+
+}  // namespace zrt::comm

@@ -1,0 +1,120 @@
+// GradientBucketer: reduces gradients across ranks in buckets while backward is still running,
+// as DeepSpeed's ZeRO does. Tensors (numbered in forward order, laid out back to back in one
+// flat buffer) announce "gradient ready" in backward order; they fill flat buckets of
+// reduce_bucket_size elements (comm/bucket_plan.h), and each full bucket is launched at once:
+//   stages 0 and 1: an all-reduce of the bucket, in place in a flat gradient buffer that then
+//                   holds every rank's averaged gradients;
+//   stages 2 and 3: a reduce-scatter of the bucket into the owners' shards (partition/shard.h
+//                   splits the flat buffer), so each rank ends with its averaged shard only;
+//                   buckets go through a ring of staging buffers (two with overlap_comm).
+// overlap_comm false: each bucket is waited for where it is launched (synchronous).
+// contiguous_gradients true: a gradient is copied into its bucket slot as it arrives (the caller
+// may reuse its memory at once); false: the pointer is kept and packed at launch (the caller
+// keeps the gradient alive until finishBackward).
+// Averaging divides the reduced sums once by the world size (times the accumulation steps when
+// asked), never pre-scaling inputs. Buckets launch in plan order on every rank.
+// Thread-safety: one thread (the backward pass) drives a bucketer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "comm/bucket_plan.h"
+#include "comm/communicator.h"
+#include "partition/shard.h"
+#include "runtime/config/config.h"
+#include "runtime/memory_ledger.h"
+
+namespace zrt::comm {
+
+struct GradientBucketerOptions {
+  int stage = 0;
+  std::size_t reduceBucketSize = 500'000'000;  // elements
+  bool overlapComm = false;
+  bool contiguousGradients = true;
+  DType dtype = DType::F32;
+  int gradientAccumulationSteps = 1;
+  bool averageOverAccumulation = false;  // divide by world * steps instead of world
+  std::uint64_t shardAlignElements = 1;
+  MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, Host)
+
+  // stage, reduce_bucket_size, overlap_comm and contiguous_gradients from the config.
+  static GradientBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
+};
+
+class GradientBucketer {
+ public:
+  GradientBucketer(Communicator& comm, std::span<const std::size_t> numels,
+                   GradientBucketerOptions options);
+  ~GradientBucketer();  // waits for buckets in flight (they reference its buffers)
+  GradientBucketer(const GradientBucketer&) = delete;
+  GradientBucketer& operator=(const GradientBucketer&) = delete;
+
+  // Starts a backward pass. accumulate: add this pass's averaged gradients to the output of the
+  // previous passes (gradient accumulation) instead of replacing it.
+  void beginBackward(bool accumulate = false);
+  // Tensor `tensor`'s gradient (numels[tensor] elements of the dtype) is ready.
+  void gradientReady(std::size_t tensor, const void* grad);
+  // Waits for every bucket and averages. Throws InvalidArgument naming tensors never reported.
+  void finishBackward();
+
+  // Stages 0/1: all averaged gradients (plan().totalNumel elements, tensor t at plan().offset[t]).
+  // Stages 2/3: this rank's averaged shard (shard().count elements; padding stays zero).
+  // Valid from finishBackward until the next beginBackward.
+  const void* output() const;
+  std::size_t outputCount() const;
+  ShardRange shard() const { return shard_; }
+  const GradBucketPlan& plan() const { return plan_; }
+  float divisor() const { return divisor_; }
+  // Seconds the caller spent blocked on communication in the last backward (waiting for a
+  // staging buffer or in finishBackward): the communication that was not hidden.
+  double exposedSeconds() const { return exposedSeconds_; }
+  std::size_t bucketsLaunched() const { return nextLaunch_; }
+
+ private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  bool sharded() const { return options_.stage >= 2; }
+  char* bucketBase(std::size_t bucket);  // where bucket's flat elements are staged
+  void launchReady();
+  void launch(std::size_t bucket);
+  void complete(std::size_t bucket);  // waits for it and finishes its post-processing
+  void claimSlot(std::size_t bucket);
+  void waitAllLaunched();
+
+  Communicator& comm_;
+  GradientBucketerOptions options_;
+  GradBucketPlan plan_;
+  std::size_t es_;
+  float divisor_;
+  ShardRange shard_;
+  std::vector<std::size_t> shardBegin_;  // every rank's shard start (padded layout)
+  std::size_t shardLen_ = 0;
+
+  // Stages 0/1: the flat gradients (all-reduced in place); accumulation target when asked.
+  std::vector<char> flat_;
+  std::vector<char> acc_;
+  bool resultInAcc_ = false;
+  // Stages 2/3: the averaged shard, a ring of bucket staging buffers, receive buffers for
+  // accumulation, and copies of gradients that arrived before their slot was free.
+  std::vector<char> shardOut_;
+  std::vector<std::vector<char>> ring_;
+  std::vector<std::vector<char>> recvTemp_;
+  std::vector<std::size_t> slotOwner_;
+  std::vector<std::vector<char>> early_;
+  LedgerCharge charge_;
+
+  // Per backward.
+  bool inBackward_ = false;
+  bool accumulate_ = false;
+  std::vector<bool> ready_;
+  std::vector<const void*> gradPtr_;
+  std::vector<std::size_t> pending_;
+  std::vector<Work> works_;
+  std::vector<bool> done_;
+  std::size_t nextLaunch_ = 0;
+  double exposedSeconds_ = 0;
+};
+
+}  // namespace zrt::comm
