@@ -37,8 +37,8 @@ struct CommOptions {
 #else
   bool checkConsistency = true;
 #endif
-  std::size_t shmBytes = std::size_t{32} << 20;
-  std::size_t shmMinBytes = std::size_t{16} << 10;
+  std::size_t shmBytes = std::size_t{4} << 20;
+  std::size_t shmMinBytes = std::size_t{256} << 10;
   int simulatedRanksPerNode = 0;
   // Called on the watchdog's thread with the timeout report; the default logs it and calls
   // MPI_Abort. Tests replace it to observe the report without ending the process.

@@ -12,10 +12,19 @@
 #include <string>
 
 #include "comm/collective.h"
+#include "comm/comm_buffer.h"
 #include "comm/comm_stats.h"
 #include "comm/work.h"
 
 namespace zrt::comm {
+
+// Collective descriptors for the conveniences below (plain data, see collective.h).
+Collective allReduceOp(const void* send, void* recv, std::size_t count, DType dtype);
+Collective reduceScatterOp(const void* send, void* recv, std::vector<std::size_t> counts,
+                           DType dtype);
+Collective allGatherOp(const void* send, void* recv, std::vector<std::size_t> counts, DType dtype,
+                       std::vector<std::size_t> displs);
+Collective broadcastOp(void* buf, std::size_t count, DType dtype, int root);
 
 class Communicator {
  public:
@@ -29,49 +38,70 @@ class Communicator {
   virtual Work post(Collective op) = 0;
   virtual const CommStats& stats() const = 0;
   virtual CommStats& stats() = 0;
+  // Memory this backend moves fastest (CommBuffer). Collective for the MPI backend: every rank
+  // allocates (its own size) in the same order. The default is ordinary host memory.
+  virtual CommBuffer allocateBuffer(std::size_t bytes) { return CommBuffer::host(bytes); }
+
+  // Runs `op` and waits for it (the blocking conveniences use it). A backend may run it on the
+  // calling thread when nothing else is pending; the default posts and waits.
+  virtual void run(Collective op) { post(std::move(op)).wait(); }
 
   // --- Asynchronous conveniences --------------------------------------------------------------
-  Work allReduceAsync(const void* send, void* recv, std::size_t count, DType dtype);
+  Work allReduceAsync(const void* send, void* recv, std::size_t count, DType dtype) {
+    return post(allReduceOp(send, recv, count, dtype));
+  }
   Work allReduceAsync(void* buf, std::size_t count, DType dtype) {
-    return allReduceAsync(buf, buf, count, dtype);
+    return post(allReduceOp(buf, buf, count, dtype));
   }
   // Equal segments of recvCount elements per rank.
-  Work reduceScatterAsync(const void* send, void* recv, std::size_t recvCount, DType dtype);
+  Work reduceScatterAsync(const void* send, void* recv, std::size_t recvCount, DType dtype) {
+    return post(reduceScatterOp(send, recv, equalCounts(recvCount, size()), dtype));
+  }
   // Per-rank segments (recvCounts.size() == size()).
   Work reduceScatterAsync(const void* send, void* recv, std::span<const std::size_t> recvCounts,
-                          DType dtype);
-  Work allGatherAsync(const void* send, void* recv, std::size_t sendCount, DType dtype);
+                          DType dtype) {
+    return post(reduceScatterOp(send, recv, {recvCounts.begin(), recvCounts.end()}, dtype));
+  }
+  Work allGatherAsync(const void* send, void* recv, std::size_t sendCount, DType dtype) {
+    return post(allGatherOp(send, recv, equalCounts(sendCount, size()), dtype, {}));
+  }
   // Per-rank contributions placed at displs (packed in rank order when displs is empty).
   Work allGatherAsync(const void* send, void* recv, std::span<const std::size_t> counts,
-                      DType dtype, std::span<const std::size_t> displs = {});
-  Work broadcastAsync(void* buf, std::size_t count, DType dtype, int root);
-  Work barrierAsync();
+                      DType dtype, std::span<const std::size_t> displs = {}) {
+    return post(allGatherOp(send, recv, {counts.begin(), counts.end()}, dtype,
+                            {displs.begin(), displs.end()}));
+  }
+  Work broadcastAsync(void* buf, std::size_t count, DType dtype, int root) {
+    return post(broadcastOp(buf, count, dtype, root));
+  }
+  Work barrierAsync() { return post(Collective{}); }
 
-  // --- Blocking conveniences: post and wait (default timeout) ---------------------------------
+  // --- Blocking conveniences (default timeout) --------------------------------------------------
   void allReduce(const void* send, void* recv, std::size_t count, DType dtype) {
-    allReduceAsync(send, recv, count, dtype).wait();
+    run(allReduceOp(send, recv, count, dtype));
   }
   void allReduce(void* buf, std::size_t count, DType dtype) {
-    allReduceAsync(buf, count, dtype).wait();
+    run(allReduceOp(buf, buf, count, dtype));
   }
   void reduceScatter(const void* send, void* recv, std::size_t recvCount, DType dtype) {
-    reduceScatterAsync(send, recv, recvCount, dtype).wait();
+    run(reduceScatterOp(send, recv, equalCounts(recvCount, size()), dtype));
   }
   void reduceScatter(const void* send, void* recv, std::span<const std::size_t> recvCounts,
                      DType dtype) {
-    reduceScatterAsync(send, recv, recvCounts, dtype).wait();
+    run(reduceScatterOp(send, recv, {recvCounts.begin(), recvCounts.end()}, dtype));
   }
   void allGather(const void* send, void* recv, std::size_t sendCount, DType dtype) {
-    allGatherAsync(send, recv, sendCount, dtype).wait();
+    run(allGatherOp(send, recv, equalCounts(sendCount, size()), dtype, {}));
   }
   void allGather(const void* send, void* recv, std::span<const std::size_t> counts, DType dtype,
                  std::span<const std::size_t> displs = {}) {
-    allGatherAsync(send, recv, counts, dtype, displs).wait();
+    run(allGatherOp(send, recv, {counts.begin(), counts.end()}, dtype,
+                    {displs.begin(), displs.end()}));
   }
   void broadcast(void* buf, std::size_t count, DType dtype, int root) {
-    broadcastAsync(buf, count, dtype, root).wait();
+    run(broadcastOp(buf, count, dtype, root));
   }
-  void barrier() { barrierAsync().wait(); }
+  void barrier() { run(Collective{}); }
 };
 
 }  // namespace zrt::comm

@@ -49,12 +49,12 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
 
   std::uint64_t bytes = 0;
   if (!sharded()) {
-    flat_.resize(plan_.totalNumel * es_);
-    bytes = flat_.size();
+    flat_ = comm.allocateBuffer(plan_.totalNumel * es_);
+    bytes = flat_.bytes();
   } else {
     const std::size_t slots = options_.overlapComm ? 2 : 1;
     shardOut_.assign(shardLen_ * es_, 0);
-    ring_.assign(slots, std::vector<char>(plan_.maxBucketNumel * es_));
+    for (std::size_t i = 0; i < slots; ++i) ring_.push_back(comm.allocateBuffer(plan_.maxBucketNumel * es_));
     recvTemp_.resize(slots);
     slotOwner_.assign(slots, kNone);
     bytes = shardOut_.size() + slots * plan_.maxBucketNumel * es_;
@@ -86,8 +86,8 @@ void GradientBucketer::beginBackward(bool accumulate) {
   exposedSeconds_ = 0;
   if (!sharded() && accumulate && !resultInAcc_) {
     // The running sum moves out of the flat buffer, which this pass overwrites.
-    acc_.resize(flat_.size());
-    if (!flat_.empty()) std::memcpy(acc_.data(), flat_.data(), flat_.size());
+    acc_.resize(flat_.bytes());
+    if (flat_.bytes()) std::memcpy(acc_.data(), flat_.data(), flat_.bytes());
     resultInAcc_ = true;
   }
   if (!sharded() && !accumulate) resultInAcc_ = false;
@@ -104,8 +104,8 @@ void GradientBucketer::beginBackward(bool accumulate) {
 
 char* GradientBucketer::bucketBase(std::size_t bucket) {
   const GradBucket& b = plan_.buckets[bucket];
-  if (!sharded()) return flat_.data() + b.begin * es_;
-  return ring_[bucket % ring_.size()].data();
+  if (!sharded()) return flat_.as<char>() + b.begin * es_;
+  return ring_[bucket % ring_.size()].as<char>();
 }
 
 void GradientBucketer::claimSlot(std::size_t bucket) {

@@ -13,6 +13,7 @@
 // keeps the gradient alive until finishBackward).
 // Averaging divides the reduced sums once by the world size (times the accumulation steps when
 // asked), never pre-scaling inputs. Buckets launch in plan order on every rank.
+// Construction is collective (bucket memory comes from Communicator::allocateBuffer).
 // Thread-safety: one thread (the backward pass) drives a bucketer.
 #pragma once
 
@@ -93,13 +94,14 @@ class GradientBucketer {
   std::size_t shardLen_ = 0;
 
   // Stages 0/1: the flat gradients (all-reduced in place); accumulation target when asked.
-  std::vector<char> flat_;
+  // Bucket memory comes from Communicator::allocateBuffer, which the backend moves fastest.
+  CommBuffer flat_;
   std::vector<char> acc_;
   bool resultInAcc_ = false;
   // Stages 2/3: the averaged shard, a ring of bucket staging buffers, receive buffers for
   // accumulation, and copies of gradients that arrived before their slot was free.
   std::vector<char> shardOut_;
-  std::vector<std::vector<char>> ring_;
+  std::vector<CommBuffer> ring_;
   std::vector<std::vector<char>> recvTemp_;
   std::vector<std::size_t> slotOwner_;
   std::vector<std::vector<char>> early_;

@@ -18,16 +18,37 @@ ProgressThread::~ProgressThread() {
   thread_.join();
 }
 
-Work ProgressThread::enqueue(Collective op, std::string_view path) {
-  std::lock_guard lock(mu_);
-  const std::uint64_t seq = ++snap_.issued;
+std::shared_ptr<WorkState> ProgressThread::makeState(const Collective& op, std::uint64_t seq,
+                                                     std::string_view path) {
   std::string text = detail::cat(nameOf(op.kind), " #", seq, " (");
   if (op.kind != OpKind::Barrier) text += describe(op).substr(nameOf(op.kind).size() + 1) + ", ";
   text += detail::cat("path ", path.empty() ? "-" : path, ")");
-  auto state = std::make_shared<WorkState>(std::move(text));
+  return std::make_shared<WorkState>(std::move(text));
+}
+
+Work ProgressThread::enqueue(Collective op, std::string_view path) {
+  std::lock_guard lock(mu_);
+  const std::uint64_t seq = ++snap_.issued;
+  auto state = makeState(op, seq, path);
   queue_.push_back(Item{std::move(op), state, seq});
   cv_.notify_all();
   return Work(state);
+}
+
+void ProgressThread::runBlocking(Collective op, std::string_view path) {
+  std::unique_lock lock(mu_);
+  if (!queue_.empty() || snap_.running) {
+    lock.unlock();
+    enqueue(std::move(op), path).wait();
+    return;
+  }
+  const std::uint64_t seq = ++snap_.issued;
+  auto state = makeState(op, seq, path);
+  Item item{std::move(op), std::move(state), seq};
+  markStarted(item);
+  execute(item, lock);
+  lock.unlock();
+  Work(item.state).wait();
 }
 
 ProgressThread::Snapshot ProgressThread::snapshot() const {
@@ -35,40 +56,46 @@ ProgressThread::Snapshot ProgressThread::snapshot() const {
   return snap_;
 }
 
+void ProgressThread::markStarted(const Item& item) {
+  snap_.started = item.seq;
+  snap_.running = true;
+  snap_.kind = item.op.kind;
+  snap_.bytes = opBytes(item.op);
+  snap_.description = item.state->description();
+  snap_.since = std::chrono::steady_clock::now();
+}
+
+void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  std::exception_ptr error;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    runner_(item.op, item.seq);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!error) stats_.record(item.op.kind, opBytes(item.op), seconds);
+  item.state->finish(error);
+  lock.lock();
+  snap_.completed = item.seq;
+  snap_.running = false;
+  cv_.notify_all();  // a blocking caller may be waiting for the thread to go idle
+}
+
 void ProgressThread::run() {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   std::unique_lock lock(mu_);
   for (;;) {
-    // Waits for an operation or for the destructor, which stops only an empty queue.
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    // Waits for an operation or for the destructor, which stops only an empty queue; an
+    // operation running inline on a caller's thread keeps this one waiting (order).
+    cv_.wait(lock, [&] { return (stop_ || !queue_.empty()) && !snap_.running; });
     if (queue_.empty()) return;
     Item item = std::move(queue_.front());
     queue_.pop_front();
-    snap_.started = item.seq;
-    snap_.running = true;
-    snap_.kind = item.op.kind;
-    snap_.bytes = opBytes(item.op);
-    snap_.description = item.state->description();
-    snap_.since = std::chrono::steady_clock::now();
-    lock.unlock();
-
-    std::exception_ptr error;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      runner_(item.op, item.seq);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!error) stats_.record(item.op.kind, opBytes(item.op), seconds);
-
-    lock.lock();
-    snap_.completed = item.seq;
-    snap_.running = false;
-    lock.unlock();
-    item.state->finish(error);
-    lock.lock();
+    markStarted(item);
+    execute(item, lock);
   }
 }
 

@@ -37,6 +37,10 @@ class ProgressThread {
   // Queues `op` (already validated) and returns its handle; `path` names the algorithm in the
   // description ("mpi", "shm", ...), may be empty.
   Work enqueue(Collective op, std::string_view path);
+  // For a blocking call: when nothing is queued or running, runs `op` on the calling thread
+  // (numbered, timed and watched like a queued one) and saves the two thread hand-offs; else
+  // queues it and waits. Rethrows the operation's failure.
+  void runBlocking(Collective op, std::string_view path);
 
   struct Snapshot {
     std::uint64_t issued = 0;     // operations posted
@@ -57,6 +61,10 @@ class ProgressThread {
     std::uint64_t seq;
   };
   void run();
+  std::shared_ptr<WorkState> makeState(const Collective& op, std::uint64_t seq, std::string_view path);
+  // Runs an item whose start was recorded in snap_; `lock` is held on entry and exit.
+  void execute(Item& item, std::unique_lock<std::mutex>& lock);
+  void markStarted(const Item& item);  // under mu_
 
   const std::string name_;
   Runner runner_;

@@ -71,6 +71,16 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   ZRT_CHECK_MPI(MPI_Comm_rank(opComm_.get(), &rank_));
   ZRT_CHECK_MPI(MPI_Comm_size(opComm_.get(), &size_));
 
+  {
+    // Nodes as MPI sees them (the shm team may simulate smaller ones).
+    MPI_Comm sharedRaw = MPI_COMM_NULL;
+    ZRT_CHECK_MPI(MPI_Comm_split_type(opComm_.get(), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &sharedRaw));
+    MpiCommHandle shared(sharedRaw);
+    int localRank = 0;
+    ZRT_CHECK_MPI(MPI_Comm_rank(shared.get(), &localRank));
+    int leader = localRank == 0 ? 1 : 0;
+    ZRT_CHECK_MPI(MPI_Allreduce(&leader, &nodes_, 1, MPI_INT, MPI_SUM, opComm_.get()));
+  }
   if (size_ > 1 && options_.path != CommPath::Mpi) {
     auto team = std::make_unique<ShmTeam>(opComm_.get(), options_.shmBytes,
                                           options_.simulatedRanksPerNode);
@@ -94,7 +104,11 @@ MpiCommunicator::~MpiCommunicator() {
   watchdog_.reset();
 }
 
-int MpiCommunicator::numNodes() const { return team_ ? team_->numNodes() : size_; }
+CommBuffer MpiCommunicator::allocateBuffer(std::size_t bytes) {
+  return team_ ? team_->allocateRegion(bytes) : CommBuffer::host(bytes);
+}
+
+int MpiCommunicator::numNodes() const { return team_ ? team_->numNodes() : nodes_; }
 
 CommPath MpiCommunicator::pathFor(const Collective& op) const {
   if (!team_ || options_.path == CommPath::Mpi) return CommPath::Mpi;
@@ -103,12 +117,22 @@ CommPath MpiCommunicator::pathFor(const Collective& op) const {
   return opBytes(op) >= options_.shmMinBytes ? CommPath::Shm : CommPath::Mpi;
 }
 
+std::string_view MpiCommunicator::pathName(const Collective& op) const {
+  const CommPath path = pathFor(op);
+  if (path == CommPath::Shm && team_->numNodes() > 1) return "shm+mpi";
+  return nameOf(path);
+}
+
 Work MpiCommunicator::post(Collective op) {
   validate(op, rank_, size_);
-  const CommPath path = pathFor(op);
-  std::string_view name = nameOf(path);
-  if (path == CommPath::Shm && team_->numNodes() > 1) name = "shm+mpi";
+  const std::string_view name = pathName(op);
   return progress_->enqueue(std::move(op), name);
+}
+
+void MpiCommunicator::run(Collective op) {
+  validate(op, rank_, size_);
+  const std::string_view name = pathName(op);
+  progress_->runBlocking(std::move(op), name);
 }
 
 void MpiCommunicator::runOp(const Collective& op, std::uint64_t seq) {

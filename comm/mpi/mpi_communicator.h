@@ -38,8 +38,14 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backendName() const override { return "mpi"; }
   Work post(Collective op) override;
+  // Runs on the calling thread when nothing is pending (saves the hand-off latency of small
+  // blocking calls); else posts and waits.
+  void run(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
+  // With shared memory: a buffer in an MPI shared window (collective over the node), which the
+  // shm path reads in place when every rank's buffers of an operation are such buffers.
+  CommBuffer allocateBuffer(std::size_t bytes) override;
 
   // The path `op` takes: Mpi or Shm (never Auto); the same on every rank.
   CommPath pathFor(const Collective& op) const;
@@ -49,6 +55,7 @@ class MpiCommunicator final : public Communicator {
   int numNodes() const;
 
  private:
+  std::string_view pathName(const Collective& op) const;  // for descriptions
   void runOp(const Collective& op, std::uint64_t seq);
   void checkConsistency(const Collective& op, std::uint64_t seq);
   void runMpi(const Collective& op);
@@ -56,6 +63,7 @@ class MpiCommunicator final : public Communicator {
   CommOptions options_;
   int rank_ = 0;
   int size_ = 1;
+  int nodes_ = 1;
   MpiCommHandle opComm_;     // MPI-path collectives
   MpiCommHandle checkComm_;  // consistency checks
   MpiReduceOps ops_;

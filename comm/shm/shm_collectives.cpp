@@ -117,11 +117,45 @@ void leaderAllReduce(const ShmContext& c, void* buf, std::size_t count, DType dt
   }
 }
 
+// Publishes where this rank's buffers lie and returns whether every rank's lie in shared regions
+// (send, and recv when `withRecv`): then the operation reads its peers' buffers in place. Single
+// node only; the answer is the same on every rank.
+bool allInRegions(const ShmContext& c, const void* send, std::size_t sendBytes, const void* recv,
+                  std::size_t recvBytes, bool withRecv) {
+  ShmTeam& t = c.team;
+  const ShmLocation s = t.locate(send, sendBytes);
+  const ShmLocation r = withRecv ? t.locate(recv, recvBytes) : ShmLocation{};
+  t.publish(s, r, c.deadline, c.what);
+  for (int q = 0; q < t.localSize(); ++q)
+    if (t.peerSend(q).region == 0 || (withRecv && t.peerRecv(q).region == 0)) return false;
+  return true;
+}
+
 }  // namespace
 
 void shmAllReduce(const ShmContext& c, const Collective& op) {
   ShmTeam& t = c.team;
-  if (t.numNodes() == 1) return nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, false);
+  if (t.numNodes() == 1) {
+    const std::size_t es = dtypeSize(op.dtype), bytes = op.count * es;
+    if (!allInRegions(c, op.send, bytes, op.recv, bytes, /*withRecv=*/true))
+      return nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, false);
+    // In place in the peers' buffers: sum my region of everyone's input into my output, then
+    // copy the other regions from their owners' outputs.
+    const int L = t.localSize(), me = t.localRank();
+    const Regions reg{op.count / static_cast<std::size_t>(L), op.count % static_cast<std::size_t>(L)};
+    std::vector<const void*> srcs(static_cast<std::size_t>(L));
+    for (int r = 0; r < L; ++r)
+      srcs[static_cast<std::size_t>(r)] = t.address(r, t.peerSend(r)) + reg.begin(me) * es;
+    auto* out = static_cast<char*>(op.recv);
+    sumInto(op.dtype, out + reg.begin(me) * es, srcs.data(), L, reg.len(me));
+    t.barrier(c.deadline, c.what);  // every region is reduced
+    for (int j = 0; j < L; ++j)
+      if (j != me)
+        copyBytes(out + reg.begin(j) * es, t.address(j, t.peerRecv(j)) + reg.begin(j) * es,
+                  reg.len(j) * es);
+    t.barrier(c.deadline, c.what);  // nobody reads my buffers any more
+    return;
+  }
   nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, /*leaderOnly=*/true);
   if (t.isLeader()) leaderAllReduce(c, op.recv, op.count, op.dtype);
   const std::size_t es = dtypeSize(op.dtype);
@@ -137,6 +171,15 @@ void shmReduceScatter(const ShmContext& c, const Collective& op) {
   const int L = t.localSize(), me = t.localRank();
   const auto* in = static_cast<const char*>(op.send);
   auto* out = static_cast<char*>(op.recv);
+  if (t.numNodes() == 1 && allInRegions(c, op.send, totalCount(op) * es, nullptr, 0, false)) {
+    // In place in the peers' inputs: sum my segment of everyone's buffer into my output.
+    std::vector<const void*> srcs(static_cast<std::size_t>(L));
+    for (int r = 0; r < L; ++r)
+      srcs[static_cast<std::size_t>(r)] = t.address(r, t.peerSend(r)) + segmentOffset(op, me) * es;
+    sumInto(op.dtype, out, srcs.data(), L, op.counts[static_cast<std::size_t>(me)]);
+    t.barrier(c.deadline, c.what);  // nobody reads my input any more
+    return;
+  }
   if (t.numNodes() == 1) {
     // Slot j of every rank's staging holds that rank's part of segment j; rank j sums them.
     const std::size_t slot = slotElems(t, L, es), slotBytes = slot * es;
@@ -201,6 +244,16 @@ void shmAllGather(const ShmContext& c, const Collective& op) {
   if (!inPlace)
     copyBytes(out + segmentOffset(op, myWorld) * es, in,
               op.counts[static_cast<std::size_t>(myWorld)] * es);
+  if (t.numNodes() == 1 &&
+      allInRegions(c, op.send, op.counts[static_cast<std::size_t>(myWorld)] * es, nullptr, 0, false)) {
+    // Straight from the peers' inputs into my output.
+    for (int j = 0; j < L; ++j)
+      if (j != me)
+        copyBytes(out + segmentOffset(op, j) * es, t.address(j, t.peerSend(j)),
+                  op.counts[static_cast<std::size_t>(j)] * es);
+    t.barrier(c.deadline, c.what);  // nobody reads my input any more
+    return;
+  }
 
   // Inside the node: every rank stages its contribution; each rank (or, over several nodes,
   // the leader, into a packed buffer) copies the peers' out.

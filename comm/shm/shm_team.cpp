@@ -4,11 +4,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
 #include "comm/mpi_check.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace zrt::comm {
 
@@ -70,7 +72,7 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
     ZRT_CHECK_MPI(MPI_Win_shared_query(win_.get(), r, &size, &disp,
                                        &segments_[static_cast<std::size_t>(r)]));
   }
-  new (segments_[static_cast<std::size_t>(localRank_)]) std::atomic<std::uint64_t>(0);
+  new (segments_[static_cast<std::size_t>(localRank_)]) Control{};
   ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
   ZRT_CHECK_MPI(MPI_Barrier(nodeComm_.get()));  // every control line initialised before use
   ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
@@ -78,10 +80,10 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
 
 void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char* what) {
   const std::uint64_t target = ++epoch_;
-  epochOf(localRank_).store(target, std::memory_order_release);
+  control(localRank_).epoch.store(target, std::memory_order_release);
   for (int r = 0; r < localSize_; ++r) {
     if (r == localRank_) continue;
-    std::atomic<std::uint64_t>& peer = epochOf(r);
+    std::atomic<std::uint64_t>& peer = control(r).epoch;
     // Waits for local rank r to reach this barrier: a short spin (it is usually close behind),
     // then sched_yield so a rank that shares our core gets to run.
     for (unsigned spins = 0; peer.load(std::memory_order_acquire) < target; ++spins) {
@@ -93,7 +95,7 @@ void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char
       if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
         std::string missing;
         for (int q = 0; q < localSize_; ++q) {
-          if (epochOf(q).load(std::memory_order_acquire) < target)
+          if (control(q).epoch.load(std::memory_order_acquire) < target)
             missing += detail::cat(missing.empty() ? "" : ", ", "local ", q, " (world ",
                                    members(nodeIndex_)[static_cast<std::size_t>(q)], ")");
         }
@@ -103,6 +105,74 @@ void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char
       }
     }
   }
+}
+
+// Keeps a region's window alive; destruction unregisters it and frees the window (collective).
+struct ShmRegionOwner final : CommBuffer::Owner {
+  ShmTeam* team;
+  std::uint64_t id;
+  MpiWindowHandle win;
+  ~ShmRegionOwner() override { team->removeRegion(id); }
+};
+
+CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
+  MPI_Info info;
+  ZRT_CHECK_MPI(MPI_Info_create(&info));
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  char* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, nodeComm_.get(),
+                                         &base, &win);
+  MPI_Info_free(&info);
+  ZRT_CHECK_MPI(rc);
+  auto owner = std::make_unique<ShmRegionOwner>();
+  owner->team = this;
+  owner->win.adopt(win);
+  Region region;
+  region.bases.resize(static_cast<std::size_t>(localSize_));
+  region.sizes.resize(static_cast<std::size_t>(localSize_));
+  for (int r = 0; r < localSize_; ++r) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    ZRT_CHECK_MPI(MPI_Win_shared_query(win, r, &size, &disp, &region.bases[static_cast<std::size_t>(r)]));
+    region.sizes[static_cast<std::size_t>(r)] = static_cast<std::size_t>(size);
+  }
+  if (bytes) std::memset(base, 0, bytes);
+  std::lock_guard lock(regionsMu_);
+  owner->id = nextRegion_++;  // the same sequence on every rank of the node
+  regions_[owner->id] = std::move(region);
+  return CommBuffer(base, bytes, std::move(owner));
+}
+
+void ShmTeam::removeRegion(std::uint64_t id) {
+  std::lock_guard lock(regionsMu_);
+  regions_.erase(id);
+}
+
+ShmLocation ShmTeam::locate(const void* p, std::size_t bytes) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(regionsMu_);
+  for (const auto& [id, region] : regions_) {
+    const auto base = reinterpret_cast<std::uintptr_t>(region.bases[static_cast<std::size_t>(localRank_)]);
+    const std::size_t size = region.sizes[static_cast<std::size_t>(localRank_)];
+    if (size > 0 && addr >= base && addr + bytes <= base + size) return ShmLocation{id, addr - base};
+  }
+  return ShmLocation{};
+}
+
+void ShmTeam::publish(ShmLocation send, ShmLocation recv,
+                      std::chrono::steady_clock::time_point deadline, const char* what) {
+  slot_ ^= 1;
+  Publication& mine = control(localRank_).pub[slot_];
+  mine.send = send;
+  mine.recv = recv;
+  barrier(deadline, what);  // every rank's publication of this operation is visible
+}
+
+char* ShmTeam::address(int localRank, ShmLocation where) const {
+  std::lock_guard lock(regionsMu_);
+  const Region& region = regions_.at(where.region);
+  return region.bases[static_cast<std::size_t>(localRank)] + where.offset;
 }
 
 }  // namespace zrt::comm

@@ -2,11 +2,14 @@
 // communicator (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED, optionally cut into blocks of
 // consecutive ranks to simulate several nodes on one machine), the communicator of node leaders
 // (local rank 0 of every node), and an MPI shared-memory window (MPI_Win_allocate_shared) with
-// one segment per rank: a control line holding the rank's barrier counter, then a staging area
-// in two halves that successive rounds use in turn. Every rank holds pointers to every peer's
-// segment, so a rank reads and writes its peers' staging directly.
-// Construction and destruction are collective over the world communicator.
-// Thread-safety: one thread (the communicator's progress thread) uses a team at a time.
+// one segment per rank: a control block (the rank's barrier counter on its own cache line, then
+// what the rank publishes about its current operation) and a staging area in two halves that
+// successive rounds use in turn. Every rank holds pointers to every peer's segment.
+// It also keeps the registry of shared regions (allocateRegion): user buffers placed in shared
+// windows, which peers read in place; an operation publishes where its buffers lie.
+// Construction, destruction and allocateRegion are collective over the node.
+// Thread-safety: operations run on one thread (the communicator's progress thread);
+// allocateRegion and region destruction may run on another (the registry has a mutex).
 #pragma once
 
 #include <mpi.h>
@@ -15,11 +18,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
+#include "comm/comm_buffer.h"
 #include "comm/mpi/mpi_handles.h"
 
 namespace zrt::comm {
+
+// Where one rank's buffer of an operation lies: region id (0: not in a shared region) and offset.
+struct ShmLocation {
+  std::uint64_t region = 0;
+  std::uint64_t offset = 0;
+};
 
 class ShmTeam {
  public:
@@ -54,11 +66,39 @@ class ShmTeam {
   // world ranks still missing at `deadline`; `what` names the operation.
   void barrier(std::chrono::steady_clock::time_point deadline, const char* what);
 
+  // --- Shared regions ---------------------------------------------------------------------
+  // Collective over the node: a buffer of `bytes` (this rank's size) in a new shared window.
+  CommBuffer allocateRegion(std::size_t bytes);
+  // Where [p, p + bytes) lies, if inside one of this rank's regions.
+  ShmLocation locate(const void* p, std::size_t bytes) const;
+  // Publishes this rank's send and recv locations for the next operation, then a barrier; the
+  // peers' publications are then readable with peerLocation until the next operation.
+  void publish(ShmLocation send, ShmLocation recv, std::chrono::steady_clock::time_point deadline,
+               const char* what);
+  ShmLocation peerSend(int localRank) const { return control(localRank).pub[slot_].send; }
+  ShmLocation peerRecv(int localRank) const { return control(localRank).pub[slot_].recv; }
+  // A peer's address of a location it published.
+  char* address(int localRank, ShmLocation where) const;
+
  private:
-  static constexpr std::size_t kControlBytes = 128;
-  std::atomic<std::uint64_t>& epochOf(int localRank) const {
-    return *reinterpret_cast<std::atomic<std::uint64_t>*>(segments_[static_cast<std::size_t>(localRank)]);
+  struct Publication {
+    ShmLocation send, recv;
+  };
+  struct Control {
+    alignas(64) std::atomic<std::uint64_t> epoch;
+    alignas(64) Publication pub[2];  // alternate operations use alternate slots
+  };
+  static constexpr std::size_t kControlBytes = 192;
+  static_assert(sizeof(Control) <= kControlBytes);
+  Control& control(int localRank) const {
+    return *reinterpret_cast<Control*>(segments_[static_cast<std::size_t>(localRank)]);
   }
+  struct Region {
+    std::vector<char*> bases;
+    std::vector<std::size_t> sizes;
+  };
+  void removeRegion(std::uint64_t id);
+  friend struct ShmRegionOwner;
 
   MpiCommHandle nodeComm_;
   MpiCommHandle leaderComm_;
@@ -72,6 +112,11 @@ class ShmTeam {
   std::vector<std::vector<int>> members_;
   std::uint64_t epoch_ = 0;
   std::uint64_t round_ = 0;
+  int slot_ = 1;
+
+  mutable std::mutex regionsMu_;
+  std::map<std::uint64_t, Region> regions_;
+  std::uint64_t nextRegion_ = 1;
 };
 
 }  // namespace zrt::comm

@@ -324,3 +324,56 @@ TEST_CASE("the variants really take the paths they test") {
   CHECK(autoComm.pathFor(small) == CommPath::Mpi);
   CHECK(autoComm.pathFor(big) == (world > 1 ? CommPath::Shm : CommPath::Mpi));
 }
+
+TEST_CASE("buffers in shared windows are read in place; mixed registration falls back") {
+  const int world = test::worldSize(), me = test::worldRank();
+  CommOptions o = variants()[1].options;  // shm, tiny staging
+  MpiCommunicator comm(MPI_COMM_WORLD, o);
+  for (DType t : kTypes) {
+    for (std::size_t n : kSizes) {
+      for (int mode = 0; mode < 2; ++mode) {  // 0: every rank registered; 1: only rank 0
+        CAPTURE(nameOf(t));
+        CAPTURE(n);
+        CAPTURE(mode);
+        const std::size_t es = dtypeSize(t), total = n * static_cast<std::size_t>(world);
+        // Collective allocations, the same on every rank; mode 1 copies into plain memory.
+        CommBuffer sendR = comm.allocateBuffer(total * es), recvR = comm.allocateBuffer(total * es);
+        std::vector<char> sendP(total * es + 1), recvP(total * es + 1);
+        const bool reg = mode == 0 || me == 0;
+        char* send = reg ? sendR.as<char>() : sendP.data();
+        char* recv = reg ? recvR.as<char>() : recvP.data();
+        auto sum = [&](std::size_t i) {
+          float s = 0;
+          for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
+          Buf b(t, 1, s);
+          return b.get(0);
+        };
+        int bad = 0;
+        // all-reduce out of place and in place
+        for (std::size_t i = 0; i < n; ++i) storeElement(t, send, i, test::exactValue(me, i));
+        comm.allReduce(send, recv, n, t);
+        for (std::size_t i = 0; i < n; ++i) bad += loadElement(t, recv, i) != sum(i);
+        comm.allReduce(send, n, t);
+        for (std::size_t i = 0; i < n; ++i) bad += loadElement(t, send, i) != sum(i);
+        // reduce-scatter in place
+        for (std::size_t i = 0; i < total; ++i) storeElement(t, send, i, test::exactValue(me, i));
+        comm.reduceScatter(send, send + static_cast<std::size_t>(me) * n * es, n, t);
+        for (std::size_t i = 0; i < n; ++i)
+          bad += loadElement(t, send, static_cast<std::size_t>(me) * n + i) != sum(static_cast<std::size_t>(me) * n + i);
+        // all-gather in place, then out of place
+        for (std::size_t i = 0; i < n; ++i)
+          storeElement(t, recv, static_cast<std::size_t>(me) * n + i, test::exactValue(me, i) + 1);
+        comm.allGather(recv + static_cast<std::size_t>(me) * n * es, recv, n, t);
+        for (int r = 0; r < world; ++r)
+          for (std::size_t i = 0; i < n; ++i)
+            bad += loadElement(t, recv, static_cast<std::size_t>(r) * n + i) != test::exactValue(r, i) + 1;
+        for (std::size_t i = 0; i < n; ++i) storeElement(t, send, i, test::exactValue(me, i));
+        comm.allGather(send, recv, n, t);
+        for (int r = 0; r < world; ++r)
+          for (std::size_t i = 0; i < n; ++i)
+            bad += loadElement(t, recv, static_cast<std::size_t>(r) * n + i) != test::exactValue(r, i);
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
