@@ -25,6 +25,14 @@ CommPath parseCommPath(std::string_view text) {
   ZRT_THROW(InvalidArgument, "unknown communication path '", text, "': expected auto, mpi or shm");
 }
 
+bool defaultCheckConsistency() {
+#ifdef NDEBUG
+  return false;
+#else
+  return true;
+#endif
+}
+
 namespace {
 
 const char* env(const char* name) {

@@ -28,15 +28,14 @@ enum class CommPath {
 std::string_view nameOf(CommPath path);
 CommPath parseCommPath(std::string_view text);  // throws InvalidArgument
 
+// Whether this build of the library checks operations across ranks by default (debug builds).
+bool defaultCheckConsistency();
+
 struct CommOptions {
   CommPath path = CommPath::Auto;
   std::chrono::milliseconds timeout{600'000};
-  // Debug builds check by default; release builds only when asked.
-#ifdef NDEBUG
-  bool checkConsistency = false;
-#else
-  bool checkConsistency = true;
-#endif
+  // On by default in debug builds of ZRT, off in release builds (one small all-gather per op).
+  bool checkConsistency = defaultCheckConsistency();
   std::size_t shmBytes = std::size_t{4} << 20;
   std::size_t shmMinBytes = std::size_t{256} << 10;
   int simulatedRanksPerNode = 0;

@@ -56,6 +56,12 @@ ProgressThread::Snapshot ProgressThread::snapshot() const {
   return snap_;
 }
 
+void ProgressThread::drain() {
+  std::unique_lock lock(mu_);
+  // Waits for the queue to empty and the last operation to finish (execute() notifies).
+  cv_.wait(lock, [&] { return queue_.empty() && !snap_.running; });
+}
+
 void ProgressThread::markStarted(const Item& item) {
   snap_.started = item.seq;
   snap_.running = true;

@@ -53,6 +53,9 @@ class ProgressThread {
     std::chrono::steady_clock::time_point since{};
   };
   Snapshot snapshot() const;
+  // Blocks until everything queued so far has run (the destructor of an owner calls it while the
+  // watchdog still watches). No timeout of its own: each operation is under the watchdog's.
+  void drain();
 
  private:
   struct Item {

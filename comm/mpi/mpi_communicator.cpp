@@ -100,8 +100,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  progress_.reset();  // finishes queued operations while the watchdog still guards them
-  watchdog_.reset();
+  progress_->drain();  // finishes queued operations while the watchdog still guards them
+  watchdog_.reset();   // before the progress thread it watches
+  progress_.reset();
 }
 
 CommBuffer MpiCommunicator::allocateBuffer(std::size_t bytes) {

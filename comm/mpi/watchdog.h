@@ -35,10 +35,9 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // The report for `op` as seen now (what onTimeout receives); public for tests.
-  std::string diagnose(const ProgressThread::Snapshot& op);
-
  private:
+  // Asks every peer where it is and writes the report for `op` (what onTimeout receives).
+  std::string diagnose(const ProgressThread::Snapshot& op);
   void run();
   void answerQueries();
   void reapSends();

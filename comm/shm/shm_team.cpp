@@ -13,6 +13,15 @@
 #include "runtime/log.h"
 
 namespace zrt::comm {
+namespace {
+
+// MPI places segments of a shared window only 8-byte aligned; every process maps the window at
+// a page boundary, so rounding each segment up to 64 bytes lands on the same bytes everywhere.
+char* align64(char* p) {
+  return reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(p) + 63) & ~std::uintptr_t{63});
+}
+
+}  // namespace
 
 ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPerNode) {
   int worldRank = 0, worldSize = 1;
@@ -54,7 +63,7 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
   // Each half holds one 64-byte-aligned slot per local rank.
   halfBytes_ = std::max<std::size_t>(stagingBytes / 2, 64 * static_cast<std::size_t>(localSize_));
   halfBytes_ = halfBytes_ / 64 * 64;
-  const auto segmentBytes = static_cast<MPI_Aint>(kControlBytes + 2 * halfBytes_);
+  const auto segmentBytes = static_cast<MPI_Aint>(64 + kControlBytes + 2 * halfBytes_);
   MPI_Info info;
   ZRT_CHECK_MPI(MPI_Info_create(&info));
   // Each rank's segment in its own pages (first touch by the owner places it near the owner).
@@ -71,6 +80,7 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
     int disp = 0;
     ZRT_CHECK_MPI(MPI_Win_shared_query(win_.get(), r, &size, &disp,
                                        &segments_[static_cast<std::size_t>(r)]));
+    segments_[static_cast<std::size_t>(r)] = align64(segments_[static_cast<std::size_t>(r)]);
   }
   new (segments_[static_cast<std::size_t>(localRank_)]) Control{};
   ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
@@ -121,8 +131,8 @@ CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   char* base = nullptr;
   MPI_Win win = MPI_WIN_NULL;
-  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, nodeComm_.get(),
-                                         &base, &win);
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + 64), 1, info,
+                                         nodeComm_.get(), &base, &win);
   MPI_Info_free(&info);
   ZRT_CHECK_MPI(rc);
   auto owner = std::make_unique<ShmRegionOwner>();
@@ -134,9 +144,13 @@ CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
   for (int r = 0; r < localSize_; ++r) {
     MPI_Aint size = 0;
     int disp = 0;
-    ZRT_CHECK_MPI(MPI_Win_shared_query(win, r, &size, &disp, &region.bases[static_cast<std::size_t>(r)]));
-    region.sizes[static_cast<std::size_t>(r)] = static_cast<std::size_t>(size);
+    char* peer = nullptr;
+    ZRT_CHECK_MPI(MPI_Win_shared_query(win, r, &size, &disp, &peer));
+    region.bases[static_cast<std::size_t>(r)] = align64(peer);
+    region.sizes[static_cast<std::size_t>(r)] =
+        static_cast<std::size_t>(size) - static_cast<std::size_t>(align64(peer) - peer);
   }
+  base = region.bases[static_cast<std::size_t>(localRank_)];
   if (bytes) std::memset(base, 0, bytes);
   std::lock_guard lock(regionsMu_);
   owner->id = nextRegion_++;  // the same sequence on every rank of the node

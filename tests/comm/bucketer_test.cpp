@@ -42,7 +42,7 @@ Buf flatGradient(DType dt, int rank, int pass) {
   std::size_t at = 0;
   for (std::size_t t = 0; t < kNumels.size(); ++t) {
     Buf g = gradient(dt, rank, t, pass);
-    std::memcpy(f.bytes.data() + at * dtypeSize(dt), g.data(), g.bytes.size());
+    if (!g.bytes.empty()) std::memcpy(f.bytes.data() + at * dtypeSize(dt), g.data(), g.bytes.size());
     at += g.size();
   }
   return f;

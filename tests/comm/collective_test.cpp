@@ -60,3 +60,51 @@ TEST_CASE("validation names the problem") {
   rs.recv = nullptr;
   CHECK_NOTHROW(validate(rs, 0, 2));  // zero-sized: no buffers needed
 }
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/comm_options.h"
+#include "comm/comm_stats.h"
+
+TEST_CASE("statistics: calls, bytes, time, algbw and busbw per kind") {
+  CommStats s(4);
+  s.record(OpKind::AllReduce, 1000000000, 0.5);
+  s.record(OpKind::AllReduce, 1000000000, 1.5);
+  s.record(OpKind::AllGather, 400, 0.0);
+  const OpStats a = s.get(OpKind::AllReduce);
+  CHECK(a.calls == 2);
+  CHECK(a.bytes == 2000000000);
+  CHECK(a.algbwGBps() == doctest::Approx(1.0));
+  CHECK(busbwGBps(a, OpKind::AllReduce, 4) == doctest::Approx(1.5));
+  CHECK(s.get(OpKind::AllGather).algbwGBps() == 0.0);  // nothing timed
+  CHECK(s.table().find("allReduce") != std::string::npos);
+  CHECK(s.table().find("reduceScatter") == std::string::npos);  // kinds that never ran are left out
+  CHECK(s.toJson()["allReduce"]["busbw_gbps"].get<double>() == doctest::Approx(1.5));
+  s.reset();
+  CHECK(s.get(OpKind::AllReduce).calls == 0);
+}
+
+TEST_CASE("options from the environment, and bad values named") {
+  ::setenv("ZRT_COMM_PATH", "shm", 1);
+  ::setenv("ZRT_COMM_SHM_BYTES", "2M", 1);
+  ::setenv("ZRT_COMM_TIMEOUT_S", "7.5", 1);
+  CommOptions o = CommOptions::fromEnvironment();
+  CHECK(o.path == CommPath::Shm);
+  CHECK(o.shmBytes == (std::size_t{2} << 20));
+  CHECK(o.timeout == std::chrono::milliseconds(7500));
+  ::setenv("ZRT_COMM_PATH", "fast", 1);
+  try {
+    CommOptions::fromEnvironment();
+    FAIL("accepted ZRT_COMM_PATH=fast");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()).find("ZRT_COMM_PATH='fast'") != std::string::npos);
+  }
+  ::unsetenv("ZRT_COMM_PATH");
+  ::setenv("ZRT_COMM_TIMEOUT_S", "-1", 1);
+  CHECK_THROWS_AS(CommOptions::fromEnvironment(), InvalidArgument);
+  ::unsetenv("ZRT_COMM_TIMEOUT_S");
+  ::unsetenv("ZRT_COMM_SHM_BYTES");
+  CHECK(CommOptions::fromEnvironment(30.0).timeout == std::chrono::seconds(30));
+}
