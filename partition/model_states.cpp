@@ -94,8 +94,9 @@ ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
 
   std::vector<std::uint64_t> trainable, frozen;
   for (const ParamTensor& t : params_) (t.trainable ? trainable : frozen).push_back(t.numel);
-  trainable_ = flatLayout(trainable, parts, o.rank);
-  frozen_ = flatLayout(frozen, parts, o.rank);
+  const int partRank = partitionRank(o.stage, o.rank);
+  trainable_ = flatLayout(trainable, parts, partRank);
+  frozen_ = flatLayout(frozen, parts, partRank);
 
   const bool optimizerOffloaded = o.offloadOptimizer != OffloadDevice::None;
   optimizerSpec_ = optimizerStateSpec(o.optimizer, o.sgdMomentum, o.precision, optimizerOffloaded);

@@ -20,6 +20,8 @@ int partitionCount(int stage, int worldSize) {
   return stageRules(stage).shardOptimizer ? worldSize : 1;
 }
 
+int partitionRank(int stage, int rank) { return stageRules(stage).shardOptimizer ? rank : 0; }
+
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam) {
   stageRules(stage);
   if (offloadOptimizer != OffloadDevice::None && stage < 1) {

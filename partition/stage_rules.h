@@ -34,6 +34,9 @@ StageRules stageRules(int stage);
 // Over how many ranks a stage splits its flat buffers: 1 at stage 0 (nothing is sharded; the
 // buffers are only padded to the alignment), worldSize at stages 1-3.
 int partitionCount(int stage, int worldSize);
+// This rank's index among those partitionCount() ranks: 0 at stage 0 (every rank holds the one
+// whole "shard"), its rank otherwise.
+int partitionRank(int stage, int rank);
 
 // DeepSpeed's rules, which ZRT keeps: offload_optimizer needs stage >= 1 (the offloaded
 // optimizer works on a shard), offload_param needs stage 3 (only stage 3 shards parameters).

@@ -79,10 +79,11 @@ std::uint64_t PlanLedger::byTag(MemTag tag, MemPlace place) const {
 Padded paddedSizes(const ModelStateInputs& in) {
   Padded p;
   p.parts = partitionCount(in.stage, in.worldSize);
+  const int rank = partitionRank(in.stage, in.rank);
   p.trainable = paddedLength(in.trainable, p.parts, kShardAlignElements);
-  p.trainableShard = shardOf(in.trainable, p.parts, in.rank, kShardAlignElements).count;
+  p.trainableShard = shardOf(in.trainable, p.parts, rank, kShardAlignElements).count;
   p.frozen = paddedLength(in.frozen, p.parts, kShardAlignElements);
-  p.frozenShard = shardOf(in.frozen, p.parts, in.rank, kShardAlignElements).count;
+  p.frozenShard = shardOf(in.frozen, p.parts, rank, kShardAlignElements).count;
   return p;
 }
 
