@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -28,6 +30,34 @@ std::uint64_t physicalMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
   return pages > 0 && size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size) : 0;
 }
+
+// CLI11's PositiveNumber prints the whole double range in its message; these say what is wanted.
+const CLI::Validator kWhole(
+    [](std::string& v) -> std::string {
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 18 ||
+          std::stoull(v) == 0)
+        return "expected a whole number of at least 1, got '" + v + "'";
+      return {};
+    },
+    "N>=1");
+const CLI::Validator kPositive(
+    [](std::string& v) -> std::string {
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(d > 0) || !std::isfinite(d))
+        return "expected a positive number, got '" + v + "'";
+      return {};
+    },
+    "X>0");
+const CLI::Validator kNonNegative(
+    [](std::string& v) -> std::string {
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(d >= 0) || !std::isfinite(d))
+        return "expected a number >= 0, got '" + v + "'";
+      return {};
+    },
+    "X>=0");
 
 std::uint64_t bytesFlag(const std::string& flag, const std::string& value) {
   return parseBytes(value, flag);
@@ -61,44 +91,44 @@ int runPlan(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.set_help_flag("-h,--help", "Print this help and exit");
   // Model
   auto* oParams = app.add_option("--params", f.params, "Parameter count: 7e9, 7B, 1.3B, 350M");
-  auto* oLayers = app.add_option("--layers", f.layers, "Transformer layers L")->check(CLI::PositiveNumber);
-  auto* oHidden = app.add_option("--hidden", f.hidden, "Hidden size h")->check(CLI::PositiveNumber);
-  auto* oHeads = app.add_option("--heads", f.heads, "Attention heads a")->check(CLI::PositiveNumber);
-  auto* oVocab = app.add_option("--vocab", f.vocab, "Vocabulary size V")->check(CLI::PositiveNumber);
+  auto* oLayers = app.add_option("--layers", f.layers, "Transformer layers L")->check(kWhole);
+  auto* oHidden = app.add_option("--hidden", f.hidden, "Hidden size h")->check(kWhole);
+  auto* oHeads = app.add_option("--heads", f.heads, "Attention heads a")->check(kWhole);
+  auto* oVocab = app.add_option("--vocab", f.vocab, "Vocabulary size V")->check(kWhole);
   auto* oManifest = app.add_option("--manifest", f.manifest, "ZRT checkpoint manifest (JSON; docs/plan.md)");
-  app.add_option("--seq-len", f.seqLen, "Sequence length s (default 2048)")->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", f.seqLen, "Sequence length s (default 2048)")->check(kWhole);
   auto* oLoraRank = app.add_option("--lora-rank", f.loraRank, "Consider LoRA adapters of this rank")
-                        ->check(CLI::PositiveNumber);
+                        ->check(kWhole);
   app.add_option("--lora-targets", f.loraTargets, "Projections that get adapters (default q,k,v,o)")
       ->delimiter(',');
   oParams->excludes(oLayers)->excludes(oHidden)->excludes(oHeads)->excludes(oVocab)->excludes(oManifest);
   // Hardware
-  auto* oWorld = app.add_option("--world-size", f.worldSize, "Data-parallel ranks in all")->check(CLI::PositiveNumber);
-  auto* oNodes = app.add_option("--nodes", f.nodes, "Nodes")->check(CLI::PositiveNumber);
-  auto* oRpn = app.add_option("--ranks-per-node", f.ranksPerNode, "Ranks (devices) per node")->check(CLI::PositiveNumber);
+  auto* oWorld = app.add_option("--world-size", f.worldSize, "Data-parallel ranks in all")->check(kWhole);
+  auto* oNodes = app.add_option("--nodes", f.nodes, "Nodes")->check(kWhole);
+  auto* oRpn = app.add_option("--ranks-per-node", f.ranksPerNode, "Ranks (devices) per node")->check(kWhole);
   app.add_option("--device-mem", f.deviceMem, "Device memory per rank (default 80G)");
   auto* oHostMem = app.add_option("--host-mem", f.hostMem, "Host memory per node (default: this machine's)");
   app.add_option("--nvme", f.nvme, "Free NVMe space per node (default 0: no NVMe)");
   app.add_option("--reserve", f.reserve, "Device memory per rank to keep free (default 0)");
-  app.add_option("--pcie-gbps", f.pcieGbps, "Host<->device GB/s per rank (default 25)")->check(CLI::PositiveNumber);
-  app.add_option("--host-mem-gbps", f.hostMemGbps, "Host memory GB/s per node (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--pcie-gbps", f.pcieGbps, "Host<->device GB/s per rank (default 25)")->check(kPositive);
+  app.add_option("--host-mem-gbps", f.hostMemGbps, "Host memory GB/s per node (default 100)")->check(kPositive);
   auto* oNvmeRead = app.add_option("--nvme-read-gbps", f.nvmeReadGbps, "NVMe read GB/s per node (default 3)")
-                        ->check(CLI::PositiveNumber);
+                        ->check(kPositive);
   auto* oNvmeWrite = app.add_option("--nvme-write-gbps", f.nvmeWriteGbps, "NVMe write GB/s per node (default 2)")
-                         ->check(CLI::PositiveNumber);
+                         ->check(kPositive);
   auto* oBench = app.add_option("--nvme-bench", f.nvmeBench, "zrt-io --json result file: NVMe bandwidth from it");
   oBench->excludes(oNvmeRead)->excludes(oNvmeWrite);
-  app.add_option("--net-gbps", f.netGbps, "Network GB/s per rank (default 25)")->check(CLI::PositiveNumber);
-  app.add_option("--tflops", f.tflops, "Achieved TFLOP/s per rank (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--net-gbps", f.netGbps, "Network GB/s per rank (default 25)")->check(kPositive);
+  app.add_option("--tflops", f.tflops, "Achieved TFLOP/s per rank (default 100)")->check(kPositive);
   // Training
   auto* oPrecision = app.add_option("--precision", f.precision, "fp32, fp16 or bf16 (default fp16)")
                          ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   auto* oOptimizer = app.add_option("--optimizer", f.optimizer, "adam, adamw or sgd (default adam)")
                          ->check(CLI::IsMember({"adam", "adamw", "sgd"}));
   auto* oMomentum = app.add_option("--momentum", f.momentum, "SGD momentum (default 0: no momentum buffer)")
-                        ->check(CLI::NonNegativeNumber);
-  auto* oMicro = app.add_option("--micro-batch", f.microBatch, "Micro-batch per rank (default 1)")->check(CLI::PositiveNumber);
-  auto* oAccum = app.add_option("--grad-accum", f.gradAccum, "Gradient accumulation steps (default 1)")->check(CLI::PositiveNumber);
+                        ->check(kNonNegative);
+  auto* oMicro = app.add_option("--micro-batch", f.microBatch, "Micro-batch per rank (default 1)")->check(kWhole);
+  auto* oAccum = app.add_option("--grad-accum", f.gradAccum, "Gradient accumulation steps (default 1)")->check(kWhole);
   auto* oStage = app.add_option("--stage", f.stage, "The ZeRO stage used now (default 0)")->check(CLI::Range(0, 3));
   auto* oOffload = app.add_option("--offload", f.offload, "offload_optimizer used now: none, cpu, nvme")
                        ->check(CLI::IsMember({"none", "cpu", "nvme"}));
