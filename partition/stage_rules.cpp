@@ -25,11 +25,15 @@ int partitionRank(int stage, int rank) { return stageRules(stage).shardOptimizer
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam) {
   stageRules(stage);
   if (offloadOptimizer != OffloadDevice::None && stage < 1) {
-    ZRT_THROW(InvalidArgument, "offload_optimizer device '", offloadDeviceName(offloadOptimizer),
+    ZRT_THROW(InvalidArgument, "offload_optimizer device '", nameOf(offloadOptimizer),
               "' needs ZeRO stage 1, 2 or 3 (stage is ", stage, ")");
   }
+  if (offloadOptimizer == OffloadDevice::Nvme && stage != 3) {
+    ZRT_THROW(InvalidArgument, "offload_optimizer device 'nvme' needs ZeRO stage 3 (stage is ",
+              stage, ")");
+  }
   if (offloadParam != OffloadDevice::None && stage != 3) {
-    ZRT_THROW(InvalidArgument, "offload_param device '", offloadDeviceName(offloadParam),
+    ZRT_THROW(InvalidArgument, "offload_param device '", nameOf(offloadParam),
               "' needs ZeRO stage 3 (stage is ", stage, ")");
   }
 }
@@ -49,24 +53,6 @@ OptimizerStateSpec optimizerStateSpec(OptimizerType type, bool sgdMomentum, DTyp
 std::uint64_t optimizerBytesPerParam(const OptimizerStateSpec& spec) {
   return 4u * (static_cast<std::uint64_t>(spec.masterWeights ? 1 : 0) +
                static_cast<std::uint64_t>(spec.moments));
-}
-
-std::string_view offloadDeviceName(OffloadDevice device) {
-  switch (device) {
-    case OffloadDevice::None: return "none";
-    case OffloadDevice::Cpu: return "cpu";
-    case OffloadDevice::Nvme: return "nvme";
-  }
-  return "?";
-}
-
-std::string_view optimizerTypeName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::Adam: return "Adam";
-    case OptimizerType::AdamW: return "AdamW";
-    case OptimizerType::SGD: return "SGD";
-  }
-  return "?";
 }
 
 }  // namespace zrt

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "runtime/config/config.h"
 #include "runtime/dtype.h"
@@ -38,9 +37,10 @@ int partitionCount(int stage, int worldSize);
 // whole "shard"), its rank otherwise.
 int partitionRank(int stage, int rank);
 
-// DeepSpeed's rules, which ZRT keeps: offload_optimizer needs stage >= 1 (the offloaded
-// optimizer works on a shard), offload_param needs stage 3 (only stage 3 shards parameters).
-// Throws InvalidArgument naming the setting.
+// DeepSpeed's rules, which ZRT keeps (and its config reader enforces): offload_optimizer needs
+// stage >= 1 (the offloaded optimizer works on a shard), to NVMe stage 3 (ZeRO-Infinity);
+// offload_param needs stage 3 (only stage 3 shards parameters). Throws InvalidArgument naming
+// the setting.
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam);
 
 // The optimizer's per-parameter state, all fp32: an fp32 master copy of the weights when the
@@ -59,10 +59,5 @@ OptimizerStateSpec optimizerStateSpec(OptimizerType type, bool sgdMomentum, DTyp
 // Adam/AdamW in fp16/bf16: 12. SGD with momentum: 8, plain SGD: 4 (the master copy only).
 // In fp32 training without offload: Adam 8, SGD with momentum 4, plain SGD 0.
 std::uint64_t optimizerBytesPerParam(const OptimizerStateSpec& spec);
-
-// Names as DeepSpeed writes them ("none", "cpu", "nvme"; "Adam", "AdamW", "SGD"). Not nameOf():
-// the config parser may define its own names for these enums.
-std::string_view offloadDeviceName(OffloadDevice device);
-std::string_view optimizerTypeName(OptimizerType type);
 
 }  // namespace zrt

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/config.h"
 #include "tools/plan/cli.h"
 
 using namespace zrt::plan;
@@ -60,7 +62,7 @@ TEST_CASE("--json: every strategy has the documented keys and `recommended` name
   const auto j = nlohmann::json::parse(r.out);
   REQUIRE(j.contains("strategies"));
   REQUIRE(j["strategies"].is_array());
-  CHECK(j["strategies"].size() == 48);
+  CHECK(j["strategies"].size() == 40);
   bool named = false;
   for (const auto& s : j["strategies"]) {
     for (const char* key : {"id", "stage", "offload_optimizer", "offload_param", "activation_checkpointing", "lora",
@@ -196,4 +198,116 @@ TEST_CASE("--write-config writes the recommendation as a DeepSpeed config") {
   const Result n = run({"--params", "70B", "--device-mem", "1G", "--write-config", none.string()});
   CHECK(n.code == 1);
   CHECK_FALSE(std::filesystem::exists(none));
+}
+
+TEST_CASE("--write-config round trip: zrt::loadConfig reads the recommendation back, and it is then 'no change'") {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> scenarios = {
+      {"--world-size", "1", "--device-mem", "80G", "--host-mem", "1T", "--pin-memory"},        // CPU offload
+      {"--world-size", "1", "--device-mem", "80G", "--host-mem", "64G", "--nvme", "4T"},       // NVMe offload
+      {"--world-size", "8", "--device-mem", "24G", "--host-mem", "1T", "--checkpointing",
+       "--flash-attention"},                                                                   // stage 3
+      {"--world-size", "8", "--micro-batch", "4", "--grad-accum", "2", "--precision", "bf16"},  // accumulation
+  };
+  int i = 0;
+  for (const auto& scenario : scenarios) {
+    const auto file = dir.path / ("ds" + std::to_string(i++) + ".json");
+    const auto args = kShape + scenario;
+    const Result r = run(args + std::vector<std::string>{"--json", "--write-config", file.string()});
+    REQUIRE(r.code == 0);
+    const auto plan = nlohmann::json::parse(r.out);
+    const auto& rec = plan["recommendation"];
+    const int world = plan["hardware"]["world_size"];
+    INFO("recommended " << plan["recommended"].get<std::string>());
+
+    const zrt::Config c = zrt::loadConfig(file, world);
+    CHECK(c.zero_optimization.stage == rec["stage"].get<int>());
+    CHECK(std::string(zrt::nameOf(c.zero_optimization.offload_optimizer.device)) == rec["offload_optimizer"]);
+    CHECK(std::string(zrt::nameOf(c.zero_optimization.offload_param.device)) == rec["offload_param"]);
+    CHECK(c.train_micro_batch_size_per_gpu == rec["micro_batch"].get<std::int64_t>());
+    CHECK(c.gradient_accumulation_steps == rec["gradient_accumulation_steps"].get<std::int64_t>());
+    CHECK(c.train_batch_size == rec["micro_batch"].get<std::int64_t>() *
+                                    rec["gradient_accumulation_steps"].get<std::int64_t>() * world);
+    const std::string precision = plan["training"]["precision"];
+    CHECK(c.fp16.enabled == (precision == "fp16"));
+    CHECK(c.bf16.enabled == (precision == "bf16"));
+    if (rec["offload_optimizer"] != "none")
+      CHECK(c.zero_optimization.offload_optimizer.pin_memory == plan["training"]["pin_memory"].get<bool>());
+    if (rec["offload_optimizer"] == "nvme") CHECK(c.zero_optimization.offload_optimizer.nvme_path.size() == 1);
+
+    // Planned again from the written config, the recommendation is to change nothing (the
+    // checkpointing flag is model code, so it is passed again).
+    std::vector<std::string> again = kShape;
+    for (std::size_t k = 0; k < scenario.size(); ++k) {
+      const std::string& a = scenario[k];
+      if (a == "--micro-batch" || a == "--grad-accum" || a == "--precision") {
+        ++k;
+        continue;
+      }
+      if (a == "--checkpointing" && !rec["activation_checkpointing"].get<bool>()) continue;
+      again.push_back(a);
+    }
+    if (rec["activation_checkpointing"].get<bool>() && std::find(again.begin(), again.end(), "--checkpointing") == again.end())
+      again.push_back("--checkpointing");
+    const Result r2 = run(again + std::vector<std::string>{"--config", file.string(), "--json"});
+    REQUIRE(r2.code == 0);
+    const auto plan2 = nlohmann::json::parse(r2.out);
+    CHECK(plan2["baseline"] == plan["recommended"]);
+    CHECK(plan2["recommended"] == plan["recommended"]);
+    CHECK(plan2["recommendation"]["lever"] == "no change");
+    CHECK(plan2["recommendation"]["micro_batch"] == rec["micro_batch"]);
+  }
+}
+
+TEST_CASE("--config: the current strategy, precision and buckets come from the file; flags win") {
+  TempDir dir;
+  const auto file = dir.write("zero2.json", R"({
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3,
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}},
+    "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 2, "reduce_bucket_size": 2e8, "allgather_bucket_size": 2e8,
+                          "overlap_comm": true, "contiguous_gradients": true}})");
+  const Result r = run(kShape + std::vector<std::string>{"--world-size", "4", "--config", file.string(), "--json"});
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["baseline"] == "z2");
+  CHECK(j["training"]["precision"] == "bf16");
+  CHECK(j["training"]["optimizer"] == "AdamW");
+  CHECK(j["training"]["reduce_bucket_size"] == 200000000);
+  CHECK(j["training"]["overlap_comm"] == true);
+  for (const auto& s : j["strategies"]) {
+    if (s["id"] == "z2") {
+      CHECK(s["micro_batch"] == 2);
+      CHECK(s["gradient_accumulation_steps"] == 3);
+      // Two reduce buckets (overlap_comm) of 2e8 bf16 elements.
+      CHECK(s["breakdown"]["device"]["comm_buckets"] == 2ull * 200000000 * 2);
+    }
+  }
+
+  const Result flags = run(kShape + std::vector<std::string>{"--world-size", "4", "--config", file.string(), "--stage",
+                                                             "1", "--micro-batch", "1", "--json"});
+  REQUIRE(flags.code == 0);
+  const auto jf = nlohmann::json::parse(flags.out);
+  CHECK(jf["baseline"] == "z1");
+  CHECK(jf["strategies"][0]["micro_batch"] == 1);
+
+  // --write-config keeps what the plan does not decide.
+  const auto out = dir.path / "out.json";
+  REQUIRE(run(kShape + std::vector<std::string>{"--world-size", "4", "--device-mem", "40G", "--config", file.string(),
+                                                "--write-config", out.string()})
+              .code == 0);
+  std::ifstream in(out);
+  const auto written = nlohmann::json::parse(in);
+  CHECK(written["gradient_clipping"] == 1.0);
+  CHECK(written["optimizer"]["params"]["lr"] == 3e-4);
+  CHECK(written["zero_optimization"]["contiguous_gradients"] == true);
+  CHECK_NOTHROW(zrt::loadConfig(out, 4));
+
+  // A bad config names the file and the key.
+  const auto bad = dir.write("bad.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket_sise": 5}})");
+  const Result b = run({"--params", "7B", "--config", bad.string()});
+  CHECK(b.code == 2);
+  CHECK(b.err.find("bad.json") != std::string::npos);
+  CHECK(b.err.find("reduce_bucket_sise") != std::string::npos);
 }

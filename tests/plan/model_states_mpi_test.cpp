@@ -31,9 +31,9 @@ constexpr MemTag kModelStateTags[] = {MemTag::Parameters, MemTag::Gradients, Mem
 constexpr MemPlace kPlaces[] = {MemPlace::Device, MemPlace::PinnedHost, MemPlace::Host, MemPlace::Nvme};
 
 std::string describe(const ModelStateOptions& o, bool frozen) {
-  return detail::cat("stage ", o.stage, " offload_optimizer ", offloadDeviceName(o.offloadOptimizer),
-                     " offload_param ", offloadDeviceName(o.offloadParam), " ", nameOf(o.precision), " ",
-                     optimizerTypeName(o.optimizer), o.sgdMomentum ? "+momentum" : "", " pin ", o.pinOptimizer,
+  return detail::cat("stage ", o.stage, " offload_optimizer ", nameOf(o.offloadOptimizer),
+                     " offload_param ", nameOf(o.offloadParam), " ", nameOf(o.precision), " ",
+                     nameOf(o.optimizer), o.sgdMomentum ? "+momentum" : "", " pin ", o.pinOptimizer,
                      frozen ? " with frozen tensors" : "", " rank ", o.rank, "/", o.worldSize);
 }
 
@@ -50,6 +50,7 @@ std::vector<ParamTensor> smallModel(bool withFrozen) {
 
 bool offloadAllowed(int stage, OffloadDevice opt, OffloadDevice param) {
   if (opt != OffloadDevice::None && stage < 1) return false;
+  if (opt == OffloadDevice::Nvme && stage != 3) return false;
   if (param != OffloadDevice::None && stage != 3) return false;
   return true;
 }
@@ -131,7 +132,7 @@ TEST_CASE("every stage and offload pairing: the ledger holds exactly the predict
                 for (MemPlace place : kPlaces) CHECK(ledger.total(place).current == 0);
               }
       }
-  CHECK(cases == 16 * 3 * 3 * 2 * 2);
+  CHECK(cases == 14 * 3 * 3 * 2 * 2);  // stage x offload pairings: 1 + 2 + 2 + 9
   CHECK(test::allRanks(allEqual));
 }
 
@@ -176,7 +177,7 @@ TEST_CASE("zrt-plan --json's model-state bytes equal the ledger for every strate
       std::ostringstream out, err;
       REQUIRE(runPlan(args, out, err) == 0);
       const nlohmann::json j = nlohmann::json::parse(out.str());
-      REQUIRE(j["strategies"].size() == 48);
+      REQUIRE(j["strategies"].size() == 40);
 
       const ModelSpec full = fromTransformerShape(shape);
       const ModelSpec lora = addLora(full, 4, {"q", "k", "v", "o"});
@@ -234,6 +235,10 @@ TEST_CASE("bad pairings and ranks are refused") {
   mo.offloadParam = OffloadDevice::Nvme;
   CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains("offload_param"),
                        InvalidArgument);
+  mo = {};
+  mo.stage = 1;
+  mo.offloadOptimizer = OffloadDevice::Nvme;  // NVMe needs stage 3, as DeepSpeed's ZeRO-Infinity
+  CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains("nvme"), InvalidArgument);
   mo = {};
   mo.rank = 1;
   CHECK_THROWS_AS(ModelStates(*device, smallModel(false), mo), InvalidArgument);

@@ -159,8 +159,8 @@ TEST_CASE("lever levels relative to the current strategy") {
   base.stage = 2;
   Strategy s = base;
   CHECK(leverLevel(base, s) == kNoChange);
-  s.stage = 1;  // a lower stage is not a lever pulled
-  CHECK(leverLevel(base, s) == kNoChange);
+  s.stage = 1;  // a change back is a change too: only the current strategy is "no change"
+  CHECK(leverLevel(base, s) == kStage12);
   s.stage = 3;
   CHECK(leverLevel(base, s) == kStage3);
   s.offloadOptimizer = OffloadDevice::Cpu;
@@ -169,13 +169,19 @@ TEST_CASE("lever levels relative to the current strategy") {
   CHECK(leverLevel(base, s) == kNvmeOffload);
   s.lora = true;
   CHECK(leverLevel(base, s) == kAdapters);
+  Strategy offloaded = base;
+  offloaded.offloadOptimizer = OffloadDevice::Nvme;
+  CHECK(leverLevel(offloaded, base) == kCpuOffload);  // removing offload changes the offload lever
+  Strategy ckpt = base;
+  ckpt.checkpointing = true;
+  CHECK(leverLevel(ckpt, base) == kCheckpointing);
 }
 
 TEST_CASE("candidates: every valid stage x offload pairing, with and without checkpointing") {
   PlanInputs in = inputs(128, 1);
   const auto all = candidateStrategies(in);
-  CHECK(all.size() == 24);  // (1 + 3 + 3 + 5) x 2
+  CHECK(all.size() == 20);  // (1 + 2 + 2 + 5) x 2
   for (const auto& s : all) CHECK_NOTHROW(validateOffload(s.stage, s.offloadOptimizer, s.offloadParam));
   in.model = fromParamCount(1'000'000'000, "count");  // no shape: checkpointing cannot be judged
-  CHECK(candidateStrategies(in).size() == 12);
+  CHECK(candidateStrategies(in).size() == 10);
 }

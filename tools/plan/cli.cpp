@@ -256,11 +256,7 @@ int runPlan(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       given.offloadOptimizer = oOffload->count() > 0;
       given.offloadParam = oOffloadParam->count() > 0;
       given.pinMemory = oPin->count() > 0;
-#if ZRT_PLAN_HAVE_CONFIG
       rawConfig = applyConfigFile(f.config, given, in, momentum);
-#else
-      ZRT_THROW(InvalidArgument, "--config: this build has no config reader yet (runtime/config)");
-#endif
     }
     try {
       validateOffload(base.stage, base.offloadOptimizer, base.offloadParam);

@@ -10,14 +10,9 @@ namespace zrt::plan {
 
 nlohmann::json applyConfigFile(const std::filesystem::path& file, const GivenFlags& given,
                                PlanInputs& in, double& momentum) {
-  ConfigOverrides overrides;
-  if (given.microBatch) overrides.train_micro_batch_size_per_gpu = static_cast<std::int64_t>(in.baseline.microBatch);
-  if (given.gradAccum) overrides.gradient_accumulation_steps = static_cast<std::int64_t>(in.baseline.gradAccum);
-  if (given.precision) {
-    overrides.fp16 = in.training.precision == DType::F16;
-    overrides.bf16 = in.training.precision == DType::BF16;
-  }
-  const Config c = loadConfig(file, in.hardware.worldSize, overrides);
+  // The file is read as the Engine would read it; flags then replace what they give (as
+  // overrides to the reader they would clash with numbers the file states).
+  const Config c = loadConfig(file, in.hardware.worldSize);
 
   in.training.zero = c.zero_optimization;
   if (given.pinMemory) {

@@ -87,7 +87,7 @@ std::string formatTable(const Plan& plan, bool detail) {
   std::ostringstream o;
   o << "zrt-plan: " << num(static_cast<double>(in.model.totalParams()) / 1e9, "%.3f")
     << " B parameters (" << in.model.source << "), " << precisionName(tr.precision) << ", "
-    << optimizerTypeName(tr.optimizer)
+    << nameOf(tr.optimizer)
     << (tr.optimizer == OptimizerType::SGD ? (tr.sgdMomentum ? " with momentum" : " without momentum") : "")
     << ", " << hw.worldSize << " rank(s), " << hw.ranksPerNode << " per node\n";
   o << "  device " << gigabytes(hw.deviceBytes) << " per rank; host " << gigabytes(hw.hostBytes)
@@ -183,8 +183,8 @@ nlohmann::json evaluationJson(const Evaluation& e) {
   nlohmann::json j;
   j["id"] = s.id();
   j["stage"] = s.stage;
-  j["offload_optimizer"] = std::string(offloadDeviceName(s.offloadOptimizer));
-  j["offload_param"] = std::string(offloadDeviceName(s.offloadParam));
+  j["offload_optimizer"] = std::string(nameOf(s.offloadOptimizer));
+  j["offload_param"] = std::string(nameOf(s.offloadParam));
   j["activation_checkpointing"] = s.checkpointing;
   j["lora"] = s.lora;
   j["micro_batch"] = s.microBatch;
@@ -240,7 +240,7 @@ nlohmann::json planToJson(const Plan& plan) {
                    {"net_bytes_per_s", hw.netBps},      {"flops", hw.flops}};
   const Training& tr = in.training;
   j["training"] = {{"precision", std::string(precisionName(tr.precision))},
-                   {"optimizer", std::string(optimizerTypeName(tr.optimizer))},
+                   {"optimizer", std::string(nameOf(tr.optimizer))},
                    {"sgd_momentum", tr.sgdMomentum},
                    {"seq_len", tr.seqLen},
                    {"reduce_bucket_size", tr.zero.reduce_bucket_size},
@@ -248,6 +248,7 @@ nlohmann::json planToJson(const Plan& plan) {
                    {"overlap_comm", tr.overlapComm ? nlohmann::json(*tr.overlapComm)
                                                    : nlohmann::json("default: on at stage 3 only")},
                    {"flash_attention", tr.flashAttention},
+                   {"pin_memory", tr.zero.offload_optimizer.pin_memory},
                    {"stage3_prefetch_bucket_size", tr.zero.stage3_prefetch_bucket_size},
                    {"stage3_max_live_parameters", tr.zero.stage3_max_live_parameters}};
   j["baseline"] = in.baseline.id();
@@ -328,7 +329,7 @@ std::string explain(const Plan& plan, const Evaluation& e) {
       << " projections [d_out, d_in]: Ψ = Σ r·(d_in + d_out) = " << e.trainable
       << "; the base is frozen (parameters only)\n";
   }
-  o << "Optimizer " << optimizerTypeName(tr.optimizer) << " in " << precisionName(tr.precision)
+  o << "Optimizer " << nameOf(tr.optimizer) << " in " << precisionName(tr.precision)
     << (optOff ? ", offloaded" : "") << ": master weights " << (spec.masterWeights ? 1 : 0)
     << ", moments " << spec.moments << ", K = 4·(" << (spec.masterWeights ? 1 : 0) << " + "
     << spec.moments << ") = " << e.k << " bytes per parameter; p = " << p

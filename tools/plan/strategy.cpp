@@ -11,8 +11,8 @@ namespace zrt::plan {
 std::string Strategy::id() const {
   std::string s = detail::cat("z", stage);
   if (offloadOptimizer != OffloadDevice::None || offloadParam != OffloadDevice::None) {
-    s += detail::cat("-", offloadDeviceName(offloadOptimizer));
-    if (offloadParam != OffloadDevice::None) s += detail::cat("+", offloadDeviceName(offloadParam));
+    s += detail::cat("-", nameOf(offloadOptimizer));
+    if (offloadParam != OffloadDevice::None) s += detail::cat("+", nameOf(offloadParam));
   }
   if (checkpointing) s += "-ckpt";
   if (lora) s += "-lora";
@@ -20,8 +20,8 @@ std::string Strategy::id() const {
 }
 
 std::string Strategy::describe() const {
-  return detail::cat("ZeRO stage ", stage, ", offload_optimizer ", offloadDeviceName(offloadOptimizer),
-                     ", offload_param ", offloadDeviceName(offloadParam),
+  return detail::cat("ZeRO stage ", stage, ", offload_optimizer ", nameOf(offloadOptimizer),
+                     ", offload_param ", nameOf(offloadParam),
                      ", activation checkpointing ", checkpointing ? "on" : "off", ", LoRA ",
                      lora ? "on" : "off", ", micro-batch ", microBatch, " x ", gradAccum,
                      " accumulation steps");
@@ -150,13 +150,15 @@ int offloadRank(OffloadDevice d) {
 }  // namespace
 
 int leverLevel(const Strategy& base, const Strategy& s) {
+  // Any change of a setting counts as pulling that setting's lever, also a change back (a lower
+  // stage, offload removed): only the current strategy itself is "no change".
   int level = kNoChange;
   if (s.checkpointing != base.checkpointing) level = std::max(level, int(kCheckpointing));
-  if (s.stage > base.stage) level = std::max(level, s.stage == 3 ? int(kStage3) : int(kStage12));
-  const int off = std::max(offloadRank(s.offloadOptimizer), offloadRank(s.offloadParam));
-  const bool offloadChanged =
-      s.offloadOptimizer != base.offloadOptimizer || s.offloadParam != base.offloadParam;
-  if (offloadChanged && off > 0) level = std::max(level, off == 1 ? int(kCpuOffload) : int(kNvmeOffload));
+  if (s.stage != base.stage) level = std::max(level, s.stage == 3 ? int(kStage3) : int(kStage12));
+  if (s.offloadOptimizer != base.offloadOptimizer || s.offloadParam != base.offloadParam) {
+    const int off = std::max(offloadRank(s.offloadOptimizer), offloadRank(s.offloadParam));
+    level = std::max(level, off == 2 ? int(kNvmeOffload) : int(kCpuOffload));
+  }
   if (s.lora != base.lora) level = std::max(level, int(kAdapters));
   return level;
 }
@@ -169,7 +171,7 @@ std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
   const Off offs[] = {{0, OffloadDevice::None, OffloadDevice::None},
                       {1, OffloadDevice::Cpu, OffloadDevice::None},
                       {3, OffloadDevice::Cpu, OffloadDevice::Cpu},
-                      {1, OffloadDevice::Nvme, OffloadDevice::None},
+                      {3, OffloadDevice::Nvme, OffloadDevice::None},  // NVMe needs stage 3
                       {3, OffloadDevice::Nvme, OffloadDevice::Nvme}};
   const bool shapes = in.model.shape.has_value();
   std::vector<Strategy> out;

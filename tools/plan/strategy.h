@@ -53,7 +53,8 @@ enum Lever : int {
   kAdapters,
 };
 std::string_view leverName(int level);
-// Which levers `s` pulls relative to `baseline`, micro-batch aside.
+// The highest lever `s` changes relative to `baseline`, micro-batch aside; 0 only for the
+// baseline's own settings.
 int leverLevel(const Strategy& baseline, const Strategy& s);
 
 struct Candidate {
@@ -70,8 +71,9 @@ struct Plan {
   std::optional<std::size_t> recommended;
 };
 
-// Every strategy the table shows: stage 0-3 x offload (none; cpu and nvme for the optimizer from
-// stage 1; at stage 3 also with parameters offloaded to the same place) x checkpointing (when
+// Every strategy the table shows: stage 0-3 x offload (none; the optimizer to cpu from stage 1;
+// at stage 3 also the optimizer to nvme, and the parameters with it to cpu or nvme) x
+// checkpointing (when
 // activations can be estimated) x adapters (when LoRA is considered), plus the baseline.
 std::vector<Strategy> candidateStrategies(const PlanInputs& in);
 

@@ -7,7 +7,7 @@ namespace {
 nlohmann::json offloadSection(OffloadDevice device, bool pin, const nlohmann::json* existing,
                               const std::string& nvmePath) {
   nlohmann::json s = existing && existing->is_object() ? *existing : nlohmann::json::object();
-  s["device"] = std::string(offloadDeviceName(device));
+  s["device"] = std::string(nameOf(device));
   if (device == OffloadDevice::None) {
     s.erase("nvme_path");
     return s;
@@ -42,7 +42,7 @@ nlohmann::json strategyConfig(const Plan& plan, const Evaluation& chosen,
   }
 
   if (!j.contains("optimizer")) {
-    j["optimizer"] = {{"type", std::string(optimizerTypeName(tr.optimizer))}};
+    j["optimizer"] = {{"type", std::string(nameOf(tr.optimizer))}};
     if (tr.optimizer == OptimizerType::SGD && options.momentum != 0.0)
       j["optimizer"]["params"] = {{"momentum", options.momentum}};
   }
