@@ -62,6 +62,27 @@ StateBuffer::StateBuffer(Device& device, std::size_t bytes, MemTag tag, MemPlace
   }
 }
 
+StateBuffer::StateBuffer(StateBuffer&& other) noexcept
+    : memory_(std::move(other.memory_)),
+      host_(std::move(other.host_)),
+      charge_(std::move(other.charge_)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      tag_(other.tag_),
+      place_(other.place_) {}
+
+StateBuffer& StateBuffer::operator=(StateBuffer&& other) noexcept {
+  if (this != &other) {
+    // Members release in reverse order of declaration: the charge, then the host memory.
+    charge_ = std::move(other.charge_);
+    host_ = std::move(other.host_);
+    memory_ = std::move(other.memory_);
+    bytes_ = std::exchange(other.bytes_, 0);
+    tag_ = other.tag_;
+    place_ = other.place_;
+  }
+  return *this;
+}
+
 void* StateBuffer::data() const {
   if (memory_) return memory_.data();
   return host_.get();

@@ -67,8 +67,10 @@ class StateBuffer {
  public:
   StateBuffer() = default;
   StateBuffer(Device& device, std::size_t bytes, MemTag tag, MemPlace place);
-  StateBuffer(StateBuffer&&) noexcept = default;
-  StateBuffer& operator=(StateBuffer&&) noexcept = default;
+  StateBuffer(StateBuffer&& other) noexcept;
+  StateBuffer& operator=(StateBuffer&& other) noexcept;
+  StateBuffer(const StateBuffer&) = delete;
+  StateBuffer& operator=(const StateBuffer&) = delete;
 
   void* data() const;
   std::size_t bytes() const { return bytes_; }

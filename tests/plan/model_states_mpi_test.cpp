@@ -250,3 +250,21 @@ TEST_CASE("bad pairings and ranks are refused") {
   CHECK_THROWS_AS(ModelStates(*tiny, smallModel(false), ModelStateOptions{}), OutOfMemory);
   CHECK(ledger.total(MemPlace::Device).current == 0);
 }
+
+TEST_CASE("a state buffer moves its memory and its charge, and releases both") {
+  MemoryLedger ledger;
+  auto device = makeDevice("host:1M", ledger);
+  for (MemPlace place : kPlaces) {
+    StateBuffer a(*device, 4096, MemTag::Gradients, place);
+    CHECK(ledger.get(MemTag::Gradients, place).current == 4096);
+    StateBuffer b = std::move(a);
+    CHECK_FALSE(a);
+    CHECK(b.bytes() == 4096);
+    CHECK((place == MemPlace::Nvme) == (b.data() == nullptr));
+    StateBuffer c(*device, 100, MemTag::Gradients, place);
+    c = std::move(b);  // c's 100 bytes are released, b's 4096 move in
+    CHECK(ledger.get(MemTag::Gradients, place).current == 4096);
+    c = StateBuffer();
+    CHECK(ledger.get(MemTag::Gradients, place).current == 0);
+  }
+}
