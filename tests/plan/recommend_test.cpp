@@ -46,7 +46,8 @@ std::uint64_t deviceBytes(const PlanInputs& in, const Strategy& s) {
   return evaluate(in, s).ledger.total(MemPlace::Device);
 }
 
-const Candidate& recommended(const Plan& plan) {
+// A copy: callers pass temporaries.
+Candidate recommended(const Plan& plan) {
   REQUIRE(plan.recommended.has_value());
   return plan.candidates[*plan.recommended];
 }
