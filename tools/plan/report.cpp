@@ -338,7 +338,8 @@ std::string explain(const Plan& plan, const Evaluation& e) {
   o << "ZeRO paper, stage " << s.stage << ": " << paper[s.stage] << " with N = " << N << " -> "
     << num(zeroPaperBytes(e.trainable, s.stage, N, p, e.k), "%.0f") << " B ("
     << gigabytes(static_cast<std::uint64_t>(zeroPaperBytes(e.trainable, s.stage, N, p, e.k)))
-    << "), before padding and placement\n";
+    << "), before padding and placement" << (e.frozen ? "; the frozen Φ adds p·Φ (p·Φ/N at stage 3)" : "")
+    << "\n";
   o << "Padding (partition/shard.h): N' = " << pd.parts << " (1 at stage 0), Ψ' = ceil(Ψ / (N'·"
     << kShardAlignElements << "))·N'·" << kShardAlignElements << " = " << pd.trainable
     << ", shard Ψ'/N' = " << pd.trainableShard;
