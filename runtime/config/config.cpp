@@ -213,8 +213,8 @@ void readOffloadOptimizer(ConfigSection& zero, OffloadOptimizerConfig& o) {
   o.fast_init = sec.readBool("fast_init", o.fast_init, kAuto);
   o.ratio = sec.readDouble("ratio", o.ratio, unitInterval(), kAuto);
   sec.ignore({"pipeline", "super_offload", "convert_grad_on_cpu", "cpuadam_cores_perc"});
+  sec.finish();  // first, so a misspelt nvme_path is reported as such, with the suggestion
   requireNvmePath(sec, o.device, o.nvme_path);
-  sec.finish();
 }
 
 void readOffloadParam(ConfigSection& zero, OffloadParamConfig& p) {
@@ -226,8 +226,8 @@ void readOffloadParam(ConfigSection& zero, OffloadParamConfig& p) {
       static_cast<int>(sec.readInt("buffer_count", p.buffer_count, between(1, 1 << 20), kAuto));
   p.buffer_size = sec.readInt("buffer_size", p.buffer_size, atLeast(1), kAuto);
   p.max_in_cpu = sec.readInt("max_in_cpu", p.max_in_cpu, atLeast(0), kAuto);
-  requireNvmePath(sec, p.device, p.nvme_path);
   sec.finish();
+  requireNvmePath(sec, p.device, p.nvme_path);
 }
 
 // DeepSpeed's deprecated booleans: cpu_offload and cpu_offload_param stand for the offload

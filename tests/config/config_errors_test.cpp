@@ -135,6 +135,10 @@ TEST_CASE("device nvme needs nvme_path") {
   e = configErrorOf(
       R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": ""}}})");
   CHECK_HAS(e, "a directory name is empty");
+  // A misspelt nvme_path with device nvme: the typo, not the missing key, is what to report.
+  e = configErrorOf(
+      R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_pth": "/x"}}})");
+  CHECK_HAS(e, "offload_optimizer.nvme_pth: unknown key; did you mean 'nvme_path'?");
 }
 
 TEST_CASE("offload placements a stage cannot do") {
