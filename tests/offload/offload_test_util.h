@@ -79,6 +79,36 @@ class ScratchMount {
   bool mounted_ = false;
 };
 
+// Sends this process's stderr to a temporary file while it lives; text() returns what was
+// written so far (warnings the code under test printed).
+class StderrCapture {
+ public:
+  StderrCapture() {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    file_ = std::tmpfile();
+    ::dup2(::fileno(file_), 2);
+  }
+  ~StderrCapture() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    std::fclose(file_);
+  }
+  std::string text() const {
+    std::fflush(stderr);
+    std::string out;
+    char buf[4096];
+    const long n = ::pread(::fileno(file_), buf, sizeof(buf), 0);
+    if (n > 0) out.assign(buf, static_cast<std::size_t>(n));
+    return out;
+  }
+
+ private:
+  int saved_ = -1;
+  std::FILE* file_ = nullptr;
+};
+
 // Deterministic pseudo-random bytes: the same (seed, n) always gives the same bytes.
 inline void fillPattern(void* buf, std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
