@@ -48,6 +48,7 @@ std::uint64_t LatencyHistogram::percentileNanos(double q) const {
   if (count_ == 0) return 0;
   q = std::clamp(q, 0.0, 1.0);
   const auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * count_)));
+  if (rank >= count_) return max_;
   std::uint64_t seen = 0;
   for (int b = 0; b < kBuckets; ++b) {
     seen += buckets_[b];
