@@ -96,7 +96,9 @@ std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem
       }
     }
     s.fd = FileDescriptor(fd);
-    if (options.create && ::fchmod(fd, mode) != 0) {
+    // Only a file this call created for sure (exclusive) gets its mode set exactly; an existing
+    // file keeps the mode its owner gave it.
+    if (options.create && options.exclusive && ::fchmod(fd, mode) != 0) {
       const int err = errno;
       ZRT_THROW_ERRNO(err, "cannot set mode ", std::oct, options.mode, " on '", path.string(),
                       "': ", std::strerror(err));

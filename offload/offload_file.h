@@ -25,7 +25,7 @@ struct FileOpenOptions {
   bool create = false;
   bool exclusive = false;  // with create: fail if the file exists
   bool truncate = false;
-  unsigned mode = 0600;    // for created files; set exactly (umask does not apply)
+  unsigned mode = 0600;    // for created files; with exclusive, set exactly (no umask)
   std::uint64_t stripeUnit = 1 << 20;  // bytes per stripe unit with several paths
 };
 
