@@ -238,8 +238,10 @@ int main(int argc, char** argv) {
       bar.finish();
     }
     if (!json && !csv) {
-      std::cout << table(results);
-      if (!results.empty()) std::cout << "engine: " << results.front().engine << '\n';
+      // With --tune, stdout carries only the aio section, ready to paste or pipe.
+      std::ostream& out = tune ? std::cerr : std::cout;
+      out << table(results);
+      if (!results.empty()) out << "engine: " << results.front().engine << '\n';
     }
     if (tune) {
       std::string summary;
