@@ -45,6 +45,7 @@ std::size_t entries(const fs::path& dir) {
 std::pair<fs::path, int> childWithSwap(const fs::path& base, int sig) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);  // nothing buffered is written twice
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
