@@ -79,11 +79,12 @@ void validate(const AioOptions& o) {
   if (o.block_size < 512 || o.block_size > kMaxBlock || o.block_size % 512 != 0)
     ZRT_THROW(InvalidArgument, "aio.block_size ", o.block_size,
               " must be a multiple of 512 between 512 and ", kMaxBlock, " bytes");
-  if (o.queue_depth < 1 || o.queue_depth > 4096)
-    ZRT_THROW(InvalidArgument, "aio.queue_depth ", o.queue_depth, " must be in [1, 4096]");
-  if (o.intra_op_parallelism < 1 || o.intra_op_parallelism > 256)
+  // The same ranges the config parser accepts (docs/config.md); 32768 is io_uring's largest ring.
+  if (o.queue_depth < 1 || o.queue_depth > 32768)
+    ZRT_THROW(InvalidArgument, "aio.queue_depth ", o.queue_depth, " must be in [1, 32768]");
+  if (o.intra_op_parallelism < 1 || o.intra_op_parallelism > 1024)
     ZRT_THROW(InvalidArgument, "aio.intra_op_parallelism ", o.intra_op_parallelism,
-              " must be in [1, 256]");
+              " must be in [1, 1024]");
 }
 
 }  // namespace zrt::offload

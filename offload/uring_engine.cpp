@@ -23,9 +23,11 @@ class Ring {
  public:
   explicit Ring(unsigned entries) {
     // Newest flags first, dropping those this kernel rejects with EINVAL: single issuer with
-    // deferred task work (6.1), cooperative task running (5.19), plain.
-    const unsigned flagSets[] = {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-                                 IORING_SETUP_COOP_TASKRUN, 0};
+    // deferred task work (6.1), cooperative task running (5.19), plain. CLAMP caps a ring
+    // asked larger than the kernel's largest (32768) instead of failing.
+    const unsigned flagSets[] = {
+        IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        IORING_SETUP_CLAMP | IORING_SETUP_COOP_TASKRUN, IORING_SETUP_CLAMP};
     int rc = -EINVAL;
     for (unsigned flags : flagSets) {
       io_uring_params params{};
@@ -65,6 +67,11 @@ struct UringEngine::Impl {
 
   void armWake() {
     io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
+    if (sqe == nullptr) {
+      // Only a clamped ring (queue depth 32768) can be full here: send what is queued first.
+      submitPending();
+      sqe = io_uring_get_sqe(ring.get());
+    }
     ZRT_ENFORCE(sqe != nullptr, "no submission slot left for the wake-up read");
     io_uring_prep_read(sqe, wakeFd.get(), &wakeValue, sizeof(wakeValue), 0);
     io_uring_sqe_set_data64(sqe, kWakeTag);

@@ -42,7 +42,8 @@ std::size_t entries(const fs::path& dir) {
 // Forks a child that makes a swap space with a file in `base`, tells the parent the directory
 // through a pipe, then waits to be killed by `sig` (or calls exit() when sig is 0). Returns the
 // child's directory and wait status.
-std::pair<fs::path, int> childWithSwap(const fs::path& base, int sig) {
+std::pair<fs::path, int> childWithSwap(const fs::path& base, int sig,
+                                       void (*earlierHandler)(int) = nullptr) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   std::fflush(nullptr);  // nothing buffered is written twice
@@ -51,7 +52,7 @@ std::pair<fs::path, int> childWithSwap(const fs::path& base, int sig) {
   if (pid == 0) {
     ::close(fds[0]);
     // A plain program: the test runner's own crash handlers are not part of the picture.
-    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGTERM, earlierHandler ? earlierHandler : SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     zrt::MemoryLedger ledger;
     // Leaked on purpose: only the registry (signal handler or atexit) may clean up.
@@ -154,6 +155,14 @@ TEST_CASE("SIGTERM and SIGINT remove the swap directory and still end the proces
     CHECK_FALSE(fs::exists(dir));
     CHECK(entries(base.path()) == 0);
   }
+}
+
+TEST_CASE("a handler installed before the swap space still runs, after the cleanup") {
+  TempDir base;
+  auto [dir, status] = childWithSwap(base.path(), SIGTERM, [](int) { ::_exit(42); });
+  CHECK(WIFEXITED(status));
+  if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 42);
+  CHECK_FALSE(fs::exists(dir));
 }
 
 TEST_CASE("exit() without destructors removes the swap directory") {

@@ -82,6 +82,37 @@ TEST_CASE("aio options come from the config section and are validated") {
   CHECK_THROWS_AS(parseDirectIo("sometimes"), zrt::InvalidArgument);
 }
 
+TEST_CASE("options from a parsed config file's aio section") {
+  const zrt::Config cfg = zrt::parseConfig(
+      R"({"train_batch_size": 4, "aio": {"block_size": "256K", "queue_depth": 16,
+          "thread_count": 3, "single_submit": true, "overlap_events": false}})",
+      "<test>", 1);
+  const AioOptions o = aioOptionsFrom(cfg.aio);
+  CHECK(o.block_size == 256 * 1024);
+  CHECK(o.queue_depth == 16);
+  CHECK(o.intra_op_parallelism == 3);
+  CHECK(o.single_submit);
+  CHECK_FALSE(o.overlap_events);
+}
+
+TEST_CASE("the largest queue depth the config accepts gives a working (clamped) ring") {
+  TempDir dir;
+  AioOptions o;
+  o.queue_depth = 32768;
+  o.block_size = 4096;
+  OffloadEngine engine(o);
+  auto opts = engine.fileOptions();
+  opts.create = true;
+  auto file = engine.open({dir.path() / "f"}, opts);
+  AlignedBuffer a(1 << 20), b(1 << 20);
+  zrt::offload::test::fillPattern(a.data(), a.size(), 2);
+  engine.writeSync(file, 0, a.data(), a.size());
+  engine.readSync(file, 0, b.data(), b.size());
+  CHECK(zrt::offload::test::firstMismatch(b.data(), b.size(), 2) == -1);
+  o.queue_depth = 32769;
+  CHECK_THROWS_AS(validate(o), zrt::InvalidArgument);
+}
+
 TEST_CASE("alignment helpers and aligned buffers") {
   CHECK(alignUp(0, 4096) == 0);
   CHECK(alignUp(1, 4096) == 4096);

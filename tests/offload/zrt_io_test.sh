@@ -75,6 +75,19 @@ assert j["step_p50_ms"] > 0 and j["verify_errors"] == 0, j
 [ "$(stat -c %s "$dir/named.dat")" -ge $((2 << 20)) ] || fail "--filename size"
 "$zio" --filename "$dir/named.dat" --size 2M --verify --quiet >/dev/null || fail "--filename reuse"
 
+# --config: the aio section is the setting, its nvme_path the directory; flags override it.
+cat >"$dir/ds.json" <<JSON
+{"train_batch_size": 8,
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "$dir"}},
+ "aio": {"block_size": "256K", "queue_depth": 4, "intra_op_parallelism": 2}}
+JSON
+"$zio" --config "$dir/ds.json" --size 4M --json --queue-depth 6 | "$py" -c '
+import json, sys
+j = json.loads(sys.stdin.readline())
+assert (j["block_size"], j["queue_depth"], j["threads"]) == (256 << 10, 6, 2), j
+' || fail "--config"
+echo '{"aio": {"blok_size": 1}}' >"$dir/bad.json"
+
 # Bad input: a message and exit status 2.
 expect2() {
   set +e
@@ -93,4 +106,6 @@ expect2 --size 4M
 expect2 --path "$dir" --size 4M --block-size 1M,2M
 expect2 --path "$dir" --size 4M --json --csv
 expect2 --path /nonexistent/zrt --size 4M
+expect2 --config "$dir/bad.json" --path "$dir" --size 4M
+expect2 --config "$dir/missing.json" --path "$dir" --size 4M
 echo "zrt-io: all checks passed"

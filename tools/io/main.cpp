@@ -13,6 +13,7 @@
 
 #include "io_benchmark.h"
 #include "runtime/build_config.h"
+#include "runtime/config/config.h"
 #include "report.h"
 #include "runtime/error.h"
 #include "runtime/units.h"
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   bool json = false, csv = false, quiet = false;
   int files = 1, ranks = 4;
   double duration = 0;
-  std::string pattern = "seq", engine = "auto", plot;
+  std::string pattern = "seq", engine = "auto", plot, configFile;
 
   app.add_option("--path", paths, "directory for the test files; several (repeat or comma "
                                   "list) stripe each file over them")
@@ -130,6 +131,9 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "CSV with a header line");
   app.add_option("--plot", plot, "write an SVG of GB/s against block size and queue depth");
   app.add_flag("--quiet", quiet, "no progress or layout messages");
+  app.add_option("--config", configFile, "a DeepSpeed/ZRT config: its aio section is the "
+                                          "setting to run (flags given override it), its "
+                                          "nvme_path the default --path");
 
   try {
     app.parse(argc, argv);
@@ -148,6 +152,20 @@ int main(int argc, char** argv) {
   Workload w;
   try {
     if (json && csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
+    if (!configFile.empty()) {
+      const Config cfg = loadConfig(configFile, 1);
+      if (app.count("--block-size") == 0) blockSizes = {std::to_string(cfg.aio.block_size)};
+      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(cfg.aio.queue_depth)};
+      if (app.count("--threads") == 0) threads = {std::to_string(cfg.aio.intra_op_parallelism)};
+      if (app.count("--single-submit") == 0) singleSubmit = cfg.aio.single_submit;
+      if (paths.empty() && filenames.empty()) {
+        const auto& zo = cfg.zero_optimization;
+        paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
+                                                         : zo.offload_param.nvme_path;
+        if (paths.empty())
+          ZRT_THROW(InvalidArgument, configFile, " has no nvme_path: give --path");
+      }
+    }
     if (paths.empty() == filenames.empty())
       ZRT_THROW(InvalidArgument, "give either --path DIR or --filename FILE");
     if (!filenames.empty() && app.count("--files") > 0)
