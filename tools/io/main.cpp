@@ -259,7 +259,11 @@ int main(int argc, char** argv) {
       // With --tune, stdout carries only the aio section, ready to paste or pipe.
       std::ostream& out = tune ? std::cerr : std::cout;
       out << table(results);
-      if (!results.empty()) out << "engine: " << results.front().engine << '\n';
+      // One run: the engine's full description; a sweep: only which engine (the rest varies).
+      if (results.size() == 1) out << "engine: " << results.front().engine << '\n';
+      else if (!results.empty())
+        out << "engine: " << results.front().engine.substr(0, results.front().engine.find(':'))
+            << '\n';
     }
     if (tune) {
       std::string summary;

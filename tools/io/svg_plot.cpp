@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace zrt::iotool {
 namespace {
@@ -62,17 +63,24 @@ std::string plotSvg(const std::vector<RunResult>& results) {
   for (const auto& [mode, rs] : byMode) {
     std::set<std::uint64_t> blocks;
     double ymax = 0;
-    std::map<std::string, std::map<std::uint64_t, double>> lines;  // series -> block -> GB/s
+    // One series per (queue depth, threads, submission, fixed buffers), in numeric order.
+    using Series = std::tuple<int, int, bool, bool>;
+    std::map<Series, std::map<std::uint64_t, double>> lines;  // series -> block -> GB/s
     for (const RunResult* r : rs) {
       blocks.insert(r->config.blockSize);
       ymax = std::max(ymax, r->gbps);
-      std::string series = "qd " + std::to_string(r->config.queueDepth);
-      if (r->config.threads != 1) series += ", " + std::to_string(r->config.threads) + " thr";
-      if (r->config.singleSubmit) series += ", single";
-      if (!r->config.fixedBuffers) series += ", no fixed";
-      double& v = lines[series][r->config.blockSize];
+      const Series key{r->config.queueDepth, r->config.threads, r->config.singleSubmit,
+                       !r->config.fixedBuffers};
+      double& v = lines[key][r->config.blockSize];
       v = std::max(v, r->gbps);  // repeated points: the best
     }
+    auto seriesName = [](const Series& k) {
+      std::string name = "qd " + std::to_string(std::get<0>(k));
+      if (std::get<1>(k) != 1) name += ", " + std::to_string(std::get<1>(k)) + " thr";
+      if (std::get<2>(k)) name += ", single";
+      if (std::get<3>(k)) name += ", no fixed";
+      return name;
+    };
     ymax = niceCeil(ymax * 1.05);
     const double plotW = kPanelW - kLeft - kRight, plotH = kPanelH - kTop - kBottom;
     const std::vector<std::uint64_t> xs(blocks.begin(), blocks.end());
@@ -106,7 +114,8 @@ std::string plotSvg(const std::vector<RunResult>& results) {
       << num(kTop + plotH / 2) << ")\">GB/s</text>\n";
     // One line per series, with a legend entry.
     int k = 0;
-    for (const auto& [series, points] : lines) {
+    for (const auto& [key, points] : lines) {
+      const std::string series = seriesName(key);
       const char* color = kColors[k % std::size(kColors)];
       std::string pts;
       for (const auto& [b, v] : points) pts += num(px(b)) + "," + num(py(v)) + " ";
