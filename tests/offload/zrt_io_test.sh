@@ -39,6 +39,14 @@ assert {(j["mode"], j["block_size"], j["queue_depth"]) for j in lines} == {
 grep -q "<svg" "$dir/plot.svg" && grep -q "polyline" "$dir/plot.svg" || fail "--plot"
 [ -z "$(ls "$dir" | grep -v plot.svg)" ] || fail "private files left behind: $(ls "$dir")"
 
+# --duration: runs for the time asked (wrapping around the file), not for a byte count.
+"$zio" --path "$dir" --size 4M --block-size 256K --mode rw --duration 0.5 --json | "$py" -c '
+import json, sys
+j = json.loads(sys.stdin.readline())
+assert 0.5 <= j["seconds"] < 5 and j["bytes"] > 0, j
+assert j["read_gbps"] > 0 and j["write_gbps"] > 0, j
+' || fail "--duration"
+
 # CSV: a header and one row per setting.
 n=$("$zio" --path "$dir" --size 4M --block-size 1M --queue-depth 2,4 --sweep --csv | wc -l)
 [ "$n" -eq 3 ] || fail "--csv gave $n lines"
