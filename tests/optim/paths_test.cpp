@@ -80,40 +80,70 @@ void requireSame(const AdamRun& a, const AdamRun& b, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("adam: every path, thread count and sub-range split gives the same bits") {
+// Two steps from the same start on the scalar path, one thread, whole range: the reference.
+AdamRun scalarReference(std::size_t n, const GradBuffer& g, int copy, int mode) {
+  AdamRun ref = freshAdam(n);
+  for (int step = 1; step <= 2; ++step) {
+    adamStep(hyperFor(mode, step), stateOf(ref, g, copy), {Isa::Scalar, 1});
+  }
+  return ref;
+}
+
+std::string configName(DType gt, int copy, int mode) {
+  return std::string("grad ") + std::string(nameOf(gt)) + " copy " + std::to_string(copy) +
+         " mode " + std::to_string(mode);
+}
+
+TEST_CASE("adam: every path and every split into sub-ranges gives the same bits") {
+  constexpr std::size_t n = 4099;  // odd: every path has a tail
   const auto paths = supportedIsas();
   MESSAGE("paths on this processor: " << paths.size());
   for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
-    const GradBuffer g = randomGrads(gt, kN, 42 + static_cast<int>(gt));
+    const GradBuffer g = randomGrads(gt, n, 42 + static_cast<int>(gt));
     for (int copy = -1; copy <= 2; ++copy) {
       for (int mode = 0; mode < 3; ++mode) {
-        // Reference: scalar path, one thread, whole range, two steps.
-        AdamRun ref = freshAdam(kN);
-        for (int step = 1; step <= 2; ++step) {
-          adamStep(hyperFor(mode, step), stateOf(ref, g, copy), {Isa::Scalar, 1});
-        }
-        const std::string cfg = std::string("grad ") + std::string(nameOf(gt)) + " copy " +
-                                std::to_string(copy) + " mode " + std::to_string(mode);
+        const AdamRun ref = scalarReference(n, g, copy, mode);
+        const std::string cfg = configName(gt, copy, mode);
         for (Isa isa : paths) {
-          for (int threads : {1, 2, 3}) {
-            AdamRun r = freshAdam(kN);
-            for (int step = 1; step <= 2; ++step) {
-              adamStep(hyperFor(mode, step), stateOf(r, g, copy), {isa, threads});
-            }
-            requireSame(
-                ref, r,
-                cfg + " path " + std::string(nameOf(isa)) + " threads " + std::to_string(threads));
-          }
-          // Sub-ranges of awkward sizes and alignments, in an order unlike the array's.
-          AdamRun r = freshAdam(kN);
-          const std::size_t cuts[] = {0, 1, 8, 23, 40, 1000, 4099, 70000, kN};
+          AdamRun r = freshAdam(n);
           for (int step = 1; step <= 2; ++step) {
-            const AdamState s = stateOf(r, g, copy);
+            adamStep(hyperFor(mode, step), stateOf(r, g, copy), {isa, 1});
+          }
+          requireSame(ref, r, cfg + " path " + std::string(nameOf(isa)));
+          // Sub-ranges of awkward sizes and alignments, in an order unlike the array's.
+          AdamRun split = freshAdam(n);
+          const std::size_t cuts[] = {0, 1, 8, 23, 40, 1000, 1017, 3000, n};
+          for (int step = 1; step <= 2; ++step) {
+            const AdamState s = stateOf(split, g, copy);
             for (int k = 7; k >= 0; --k) {
-              adamStep(hyperFor(mode, step), s, cuts[k], cuts[k + 1] - cuts[k], {isa, 2});
+              adamStep(hyperFor(mode, step), s, cuts[k], cuts[k + 1] - cuts[k], {isa, 1});
             }
           }
-          requireSame(ref, r, cfg + " path " + std::string(nameOf(isa)) + " in sub-ranges");
+          requireSame(ref, split, cfg + " path " + std::string(nameOf(isa)) + " in sub-ranges");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("adam: every thread count gives the same bits") {
+  // Large enough that three threads each get a piece; the pieces start wherever the split
+  // falls. The kernels are the same for every piece, so a few configurations suffice.
+  const std::pair<DType, int> cfgs[] = {{DType::F32, -1}, {DType::F16, 2}, {DType::BF16, 1}};
+  for (const auto& [gt, copy] : cfgs) {
+    const GradBuffer g = randomGrads(gt, kN, 7);
+    for (int mode = 0; mode < 3; ++mode) {
+      const AdamRun ref = scalarReference(kN, g, copy, mode);
+      for (Isa isa : supportedIsas()) {
+        for (int threads : {2, 3}) {
+          AdamRun r = freshAdam(kN);
+          const AdamState s = stateOf(r, g, copy);
+          adamStep(hyperFor(mode, 1), s, {isa, threads});  // 3 pieces with 3 threads
+          adamStep(hyperFor(mode, 2), s, 0, 70001, {isa, threads});
+          adamStep(hyperFor(mode, 2), s, 70001, kN - 70001, {isa, threads});
+          requireSame(ref, r,
+                      configName(gt, copy, mode) + " path " + std::string(nameOf(isa)) +
+                          " threads " + std::to_string(threads));
         }
       }
     }
@@ -176,11 +206,12 @@ TEST_CASE("sgd: every path, thread count and split gives the same bits") {
                       {0.9, 0, 0.0, true},
                       {0.8, 0, 0.02, true}};
   for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
-    const GradBuffer g = randomGrads(gt, kN, 77);
+    const std::size_t n = gt == DType::F32 ? kN : 4099;  // threads: one dtype is enough
+    const GradBuffer g = randomGrads(gt, n, 77);
     for (const Cfg& c : cfgs) {
       for (int copy = -1; copy <= 2; ++copy) {
         auto run = [&](Isa isa, int threads, bool split) {
-          AdamRun r = freshAdam(kN);  // p, m (as the momentum buffer), copies
+          AdamRun r = freshAdam(n);  // p, m (as the momentum buffer), copies
           for (int step = 1; step <= 3; ++step) {
             SgdHyper h;
             h.lr = 0.01 * step;
@@ -195,7 +226,7 @@ TEST_CASE("sgd: every path, thread count and split gives the same bits") {
             s.momentumBuffer = r.m.data();
             s.grad = g.data();
             s.gradType = gt;
-            s.size = kN;
+            s.size = n;
             if (copy >= 0) {
               s.copyType = static_cast<DType>(copy);
               s.paramCopy = copy == 0 ? static_cast<void*>(r.copy32.data())
@@ -203,7 +234,7 @@ TEST_CASE("sgd: every path, thread count and split gives the same bits") {
             }
             if (split) {
               sgdStep(h, s, 0, 5, {isa, threads});
-              sgdStep(h, s, 5, kN - 5, {isa, threads});
+              sgdStep(h, s, 5, n - 5, {isa, threads});
             } else {
               sgdStep(h, s, {isa, threads});
             }

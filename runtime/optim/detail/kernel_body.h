@@ -59,8 +59,10 @@ inline void adamLanes(const AdamConsts<V>& k, const AdamArrays& a, std::size_t i
 }
 
 template <class V, DType G, CopyKind C, AdamMode M>
-void adamRange(const AdamCoeffs& c, const AdamArrays& a, std::size_t begin, std::size_t end) {
+void adamRange(const AdamCoeffs& c, const AdamArrays& arrays, std::size_t begin,
+               std::size_t end) {
   const AdamConsts<V> k(c);
+  const AdamArrays a = arrays;  // a local copy: the stores cannot alias its pointers
   std::size_t i = begin;
   for (; i + V::kWidth <= end; i += V::kWidth) adamLanes<V, G, C, M>(k, a, i, V::full());
   if (i < end) {
@@ -151,8 +153,9 @@ inline void sgdLanes(const SgdConsts<V>& k, const SgdArrays& a, std::size_t i,
 }
 
 template <class V, DType G, CopyKind C>
-void sgdRange(const SgdCoeffs& c, const SgdArrays& a, std::size_t begin, std::size_t end) {
+void sgdRange(const SgdCoeffs& c, const SgdArrays& arrays, std::size_t begin, std::size_t end) {
   const SgdConsts<V> k(c);
+  const SgdArrays a = arrays;
   std::size_t i = begin;
   for (; i + V::kWidth <= end; i += V::kWidth) sgdLanes<V, G, C>(k, a, i, V::full());
   if (i < end) {
@@ -211,7 +214,8 @@ inline void rooflineLanes(const AdamArrays& a, std::size_t i, typename V::Mask m
 }
 
 template <class V, DType G, CopyKind C>
-void rooflineRange(const AdamArrays& a, std::size_t begin, std::size_t end) {
+void rooflineRange(const AdamArrays& arrays, std::size_t begin, std::size_t end) {
+  const AdamArrays a = arrays;
   std::size_t i = begin;
   for (; i + V::kWidth <= end; i += V::kWidth) rooflineLanes<V, G, C>(a, i, V::full());
   if (i < end) {
