@@ -39,16 +39,19 @@ void parallelRange(std::size_t begin, std::size_t end, const void* anchor, int r
     fn(begin, end);
     return;
   }
+  // Pieces handed out dynamically: a thread that shares its core with something else (another
+  // process, a communication thread) takes fewer pieces instead of holding up the whole step.
+  const std::size_t perThread =
+      (count + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
+  const std::size_t piece = std::min(perThread, kPieceElements);
+  const auto pieces = static_cast<std::int64_t>((count + piece - 1) / piece);
   std::exception_ptr error;
   std::mutex errorMu;
-#pragma omp parallel num_threads(threads)
-  {
-    // OpenMP may grant fewer threads than asked (thread limits, nesting): split by the team.
-    const std::size_t team = static_cast<std::size_t>(omp_get_num_threads());
-    const std::size_t id = static_cast<std::size_t>(omp_get_thread_num());
-    const std::size_t lo = id == 0 ? begin : alignUp(begin + count * id / team, end, anchor);
-    const std::size_t hi =
-        id + 1 == team ? end : alignUp(begin + count * (id + 1) / team, end, anchor);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t k = 0; k < pieces; ++k) {
+    const auto uk = static_cast<std::size_t>(k);
+    const std::size_t lo = uk == 0 ? begin : alignUp(begin + uk * piece, end, anchor);
+    const std::size_t hi = alignUp(begin + std::min(count, (uk + 1) * piece), end, anchor);
     try {
       if (lo < hi) fn(lo, hi);
     } catch (...) {
