@@ -1,16 +1,20 @@
 // The run's configuration, read from DeepSpeed's JSON format (docs/config.md). Plain data with
-// DeepSpeed's defaults filled in; loadConfig() reads, validates and resolves a file, and every
-// tool and the Engine use it, so a config behaves the same everywhere.
-// Thread-safety: plain values; read-only after loading.
+// DeepSpeed's defaults filled in (its code's defaults where its docs disagree); loadConfig()
+// reads, validates and resolves a file, and every tool and the Engine use it, so a config
+// behaves the same everywhere. Every problem is a ConfigError naming the file and JSON path.
+// Thread-safety: plain values; read-only after loading. Loading is reentrant.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "runtime/config/config_error.h"
 
 namespace zrt {
 
@@ -37,8 +41,9 @@ struct SchedulerConfig {
   double warmup_min_lr = 0.0;
   double warmup_max_lr = 1e-3;
   std::int64_t warmup_num_steps = 1000;
-  std::string warmup_type = "log";  // "log" or "linear"
-  std::int64_t total_num_steps = 0;  // WarmupDecayLR only (required there)
+  std::string warmup_type = "log";   // "log" or "linear"
+  std::int64_t total_num_steps = 0;  // WarmupDecayLR only (required there); 0: "auto", the
+                                     // trainer supplies it
 };
 
 struct Fp16Config {
@@ -48,7 +53,7 @@ struct Fp16Config {
   int loss_scale_window = 1000;
   int hysteresis = 2;
   bool consecutive_hysteresis = false;
-  double min_loss_scale = 1.0;
+  double min_loss_scale = 1.0;  // DeepSpeed's code takes an integer; ZRT also takes fractions
 };
 
 struct Bf16Config {
@@ -104,7 +109,7 @@ struct AioConfig {
 
 // ZRT's own section ("zrt"), for what DeepSpeed has no key for.
 struct ZrtConfig {
-  std::string device = "host";          // "host", "host:<capacity>", "cuda", "cuda:<n>"
+  std::string device = "host";           // "host", "host:<capacity>", "cuda", "cuda:<n>"
   std::uint64_t host_device_memory = 0;  // 0: ZRT_HOST_DEVICE_MEMORY or the default
   double comm_timeout_s = 600.0;         // a collective not done by then reports and aborts
 };
@@ -119,7 +124,7 @@ struct Config {
   int world_size = 1;
 
   double gradient_clipping = 0.0;
-  std::int64_t steps_per_print = 10;
+  std::int64_t steps_per_print = 0;  // 0: never (DeepSpeed's code default None; its docs say 10)
   bool wall_clock_breakdown = false;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
@@ -134,6 +139,8 @@ struct Config {
 
   // How each "auto" or absent batch value was resolved, for the start-up printout.
   std::vector<std::string> resolution_notes;
+  // JSON paths of keys DeepSpeed defines that were given but that ZRT does not act on.
+  std::vector<std::string> ignored_keys;
 };
 
 // Values the caller (a trainer's flags) supplies for keys the file leaves "auto" or absent.
@@ -156,7 +163,17 @@ Config parseConfig(const std::string& text, const std::string& source, int world
 
 // The resolved config as JSON, every default filled in (what zrt-config prints).
 nlohmann::json toJson(const Config& config);
-// A human-readable start-up printout: resolved values and how "auto" values were resolved.
+// A human-readable start-up printout: resolved values, how "auto" values were resolved, and the
+// keys accepted but not acted on.
 std::string describe(const Config& config);
+
+// The device spec for makeDevice() (runtime/device.h) the config asks for: "host:<bytes>" when
+// zrt.host_device_memory is set, else zrt.device ("host", "cuda", "cuda:<n>").
+std::string deviceSpec(const Config& config);
+
+// Names as they appear in config files ("nvme", "AdamW", "WarmupLR", "none").
+std::string_view nameOf(OffloadDevice device);
+std::string_view nameOf(OptimizerType type);
+std::string_view nameOf(SchedulerType type);
 
 }  // namespace zrt

@@ -1,0 +1,36 @@
+// AlignedBuffer: a move-only owner of zero-filled heap memory whose address and size are
+// multiples of an alignment, as O_DIRECT needs. The engine keeps tail padding in these; tests
+// and zrt-io use them as I/O buffers. Not thread-safe: plain memory.
+#pragma once
+
+#include <cstddef>
+
+namespace zrt::offload {
+
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  // `bytes` is rounded up to a multiple of `alignment` (a power of two, at least 8).
+  explicit AlignedBuffer(std::size_t bytes, std::size_t alignment = 4096);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  explicit operator bool() const { return data_ != nullptr; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Rounds up/down to a multiple of `align` (any positive value, not only powers of two).
+constexpr std::size_t alignUp(std::size_t v, std::size_t align) {
+  return (v + align - 1) / align * align;
+}
+constexpr std::size_t alignDown(std::size_t v, std::size_t align) { return v / align * align; }
+
+}  // namespace zrt::offload

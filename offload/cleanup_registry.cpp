@@ -1,0 +1,141 @@
+#include "offload/cleanup_registry.h"
+
+#include <fcntl.h>
+#include <linux/limits.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "runtime/error.h"
+
+namespace zrt::offload {
+namespace {
+
+enum SlotState : int { kFree = 0, kWriting = 1, kActive = 2 };
+
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[PATH_MAX];
+};
+
+constexpr int kSlots = 64;
+std::array<Slot, kSlots> gSlots;
+
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+struct sigaction gPrevious[2];
+
+// linux_dirent64 as getdents64 fills it (glibc has no wrapper before 2.30's getdents64).
+struct Dirent64 {
+  std::uint64_t ino;
+  std::int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[1];
+};
+
+void cleanupAll() noexcept {
+  for (auto& slot : gSlots) {
+    if (slot.state.load(std::memory_order_acquire) == kActive) removeDirectoryFlat(slot.path);
+  }
+}
+
+void onSignal(int sig) {
+  const int saved = errno;
+  cleanupAll();
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    if (kSignals[i] == sig) {
+      // Hand the signal to whoever had it before (the default action ends the process with
+      // this signal); it is blocked while this handler runs and delivered when it returns.
+      sigaction(sig, &gPrevious[i], nullptr);
+      raise(sig);
+    }
+  }
+  errno = saved;
+}
+
+void atExit() { cleanupAll(); }
+
+// Installs the handler, chaining to whatever is installed now. Called at every registration:
+// a library or framework that set its own handler after ours (MPI, a test runner) is then
+// chained behind ours instead of silently replacing it.
+void install() {
+  static std::mutex mu;
+  static bool atexitDone = false;
+  std::lock_guard lock(mu);
+  // No SIGINT/SIGTERM may run the handler while gPrevious is being rewritten.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : kSignals) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    sigaction(kSignals[i], nullptr, &current);
+    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == onSignal) continue;
+    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
+    gPrevious[i] = current;
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(kSignals[i], &sa, nullptr);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (!atexitDone) {
+    std::atexit(atExit);
+    atexitDone = true;
+  }
+}
+
+}  // namespace
+
+int removeDirectoryFlat(const char* dir) noexcept {
+  int first = 0;
+  const int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno == ENOENT ? 0 : errno;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+    if (n <= 0) {
+      if (n < 0 && first == 0) first = errno;
+      break;
+    }
+    for (long pos = 0; pos < n;) {
+      const auto* d = reinterpret_cast<const Dirent64*>(buf + pos);
+      pos += d->reclen;
+      if (std::strcmp(d->name, ".") == 0 || std::strcmp(d->name, "..") == 0) continue;
+      if (::unlinkat(dfd, d->name, 0) != 0 && errno != ENOENT && first == 0) first = errno;
+    }
+  }
+  ::close(dfd);
+  if (::rmdir(dir) != 0 && errno != ENOENT && first == 0) first = errno;
+  return first;
+}
+
+int registerCleanupDirectory(const std::filesystem::path& dir) {
+  const std::string s = dir.string();
+  if (s.size() >= PATH_MAX) ZRT_THROW(Error, "cleanup registry: path too long: ", s);
+  install();
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = kFree;
+    if (gSlots[i].state.compare_exchange_strong(expected, kWriting)) {
+      std::memcpy(gSlots[i].path, s.c_str(), s.size() + 1);
+      gSlots[i].state.store(kActive, std::memory_order_release);
+      return i;
+    }
+  }
+  ZRT_THROW(Error, "cleanup registry: all ", kSlots, " slots in use; cannot register ", s);
+}
+
+void unregisterCleanupDirectory(int slot) {
+  ZRT_ENFORCE(slot >= 0 && slot < kSlots, "bad cleanup slot ", slot);
+  gSlots[slot].state.store(kFree, std::memory_order_release);
+}
+
+}  // namespace zrt::offload

@@ -1,0 +1,26 @@
+// The cleanup registry: directories whose files must not outlive the process. Registered
+// directories are emptied and removed when the process is ended by SIGINT or SIGTERM (the
+// handler then restores the previous disposition and re-raises the signal, so the exit status
+// still says "killed by SIGTERM" and an earlier handler still runs) and at exit() if their
+// owners have not removed them first. Swap directories register here. kill -9 cannot be
+// caught: docs/offload.md says how to find leftovers.
+// The handler is async-signal-safe: a fixed table of slots (64) with atomic states, and only
+// open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
+// alone (they do not end the process).
+// Thread-safety: registerDirectory/unregisterDirectory from any thread.
+#pragma once
+
+#include <filesystem>
+
+namespace zrt::offload {
+
+// Returns a slot id for unregisterDirectory. Installs the signal handlers and the atexit hook
+// on first use. Throws Error when all slots are taken or the path is too long.
+int registerCleanupDirectory(const std::filesystem::path& dir);
+void unregisterCleanupDirectory(int slot);
+
+// Removes every plain file directly inside `dir`, then `dir` itself; async-signal-safe.
+// Returns 0 or the first errno met (ENOENT counts as success).
+int removeDirectoryFlat(const char* dir) noexcept;
+
+}  // namespace zrt::offload

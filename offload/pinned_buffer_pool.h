@@ -1,0 +1,83 @@
+// PinnedBufferPool: buffer_count staging buffers of buffer_size bytes in page-locked host
+// memory, allocated once through the Device (cudaHostAlloc on GPUs, mlock on the host device)
+// and charged to the ledger as MemTag::SwapBuffers. The pinned-memory budget is checked before
+// allocating. Buffers are lent out as move-only leases; iovecs() gives the regions to register
+// with the OffloadEngine as fixed buffers.
+// Thread-safety: acquire/tryAcquire/available and lease destruction from any thread. The pool
+// must outlive its leases.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "offload/pinned_budget.h"
+#include "runtime/device.h"
+#include "runtime/wait.h"
+
+namespace zrt::offload {
+
+class PinnedBufferPool {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    ~Lease() { release(); }
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+
+    std::byte* data() const { return data_; }
+    std::size_t size() const { return size_; }
+    std::size_t index() const { return index_; }
+    explicit operator bool() const { return pool_ != nullptr; }
+    void release();
+
+   private:
+    friend class PinnedBufferPool;
+    Lease(PinnedBufferPool* pool, std::size_t index, std::byte* data, std::size_t size)
+        : pool_(pool), index_(index), data_(data), size_(size) {}
+    PinnedBufferPool* pool_ = nullptr;
+    std::size_t index_ = 0;
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+  };
+
+  // `bufferSize` is rounded up to a multiple of 4096. `limits`: the budget to check against
+  // (read from the system when absent; tests pass their own). `registerWithUring`: the buffers
+  // will be registered with io_uring, which charges them to RLIMIT_MEMLOCK on any device.
+  PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,
+                   std::optional<PinnedLimits> limits = std::nullopt,
+                   bool registerWithUring = true);
+  ~PinnedBufferPool();
+  PinnedBufferPool(const PinnedBufferPool&) = delete;
+  PinnedBufferPool& operator=(const PinnedBufferPool&) = delete;
+
+  // Waits for a free buffer; TimeoutError (saying how many are lent out) after `timeout`.
+  Lease acquire(std::chrono::milliseconds timeout = defaultWaitTimeout());
+  std::optional<Lease> tryAcquire();
+
+  std::size_t count() const { return count_; }
+  std::size_t bufferSize() const { return bufferSize_; }
+  std::size_t available() const;
+  std::byte* buffer(std::size_t i) const { return memory_.as<std::byte>() + i * bufferSize_; }
+  std::vector<iovec> iovecs() const;
+
+ private:
+  void giveBack(std::size_t index);
+
+  std::size_t count_;
+  std::size_t bufferSize_;
+  DeviceMemory memory_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::size_t> free_;
+};
+
+}  // namespace zrt::offload

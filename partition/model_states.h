@@ -1,0 +1,138 @@
+// The model states one data-parallel rank holds under a ZeRO stage, allocated for real: the
+// training-dtype parameters and gradients, the fp32 master weights and the optimizer moments, as
+// flat buffers padded by shard.h's rules, each placed on the device, in (pinned) host memory or
+// on NVMe as the offload settings say. Every byte goes through the Device or a LedgerCharge, so
+// the MemoryLedger shows exactly what zrt-plan predicts (docs/plan.md, "Where model states
+// live"). This is the part of the Engine that owns model states; the Engine fills and updates
+// these buffers.
+// Thread-safety: build and destroy on one thread; the accessors are const and may be shared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "partition/shard.h"
+#include "partition/stage_rules.h"
+#include "runtime/config/config.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+#include "runtime/memory_ledger.h"
+
+namespace zrt {
+
+// One parameter tensor of the model. Frozen tensors (trainable = false, e.g. the base of a LoRA
+// model) have parameters only: no gradients and no optimizer state.
+struct ParamTensor {
+  std::string name;
+  std::uint64_t numel = 0;
+  bool trainable = true;
+};
+
+struct ModelStateOptions {
+  int stage = 0;
+  int worldSize = 1;
+  int rank = 0;
+  DType precision = DType::F16;  // dtype of parameters and gradients
+  OptimizerType optimizer = OptimizerType::Adam;
+  bool sgdMomentum = false;
+  OffloadDevice offloadOptimizer = OffloadDevice::None;
+  bool pinOptimizer = false;  // offload_optimizer.pin_memory: page-locked host memory
+  OffloadDevice offloadParam = OffloadDevice::None;
+  bool pinParam = false;  // offload_param.pin_memory
+};
+
+// The options a resolved config asks for: stage, dtype (bf16, fp16, else fp32), optimizer and
+// offload settings. An absent optimizer section means Adam (what a trainer supplies by default).
+ModelStateOptions modelStateOptions(const Config& config, int rank);
+
+// The tensors of one group laid end to end in a flat buffer of `padded` elements, of which this
+// rank owns `shard`.
+struct FlatLayout {
+  std::uint64_t numel = 0;
+  std::uint64_t padded = 0;  // paddedLength(numel, parts, kShardAlignElements)
+  int parts = 1;             // ranks the buffer is split over (partitionCount)
+  ShardRange shard;
+  std::vector<std::uint64_t> offsets;  // where each tensor starts, in the order given
+};
+
+FlatLayout flatLayout(std::span<const std::uint64_t> numels, int parts, int rank);
+
+// One model-state buffer: memory on the device or host, or space on NVMe (charged to the ledger
+// here; the swap file that holds it belongs to offload/, so data() is null).
+class StateBuffer {
+ public:
+  StateBuffer() = default;
+  StateBuffer(Device& device, std::size_t bytes, MemTag tag, MemPlace place);
+  StateBuffer(StateBuffer&& other) noexcept;
+  StateBuffer& operator=(StateBuffer&& other) noexcept;
+  StateBuffer(const StateBuffer&) = delete;
+  StateBuffer& operator=(const StateBuffer&) = delete;
+
+  void* data() const;
+  std::size_t bytes() const { return bytes_; }
+  MemTag tag() const { return tag_; }
+  MemPlace place() const { return place_; }
+  explicit operator bool() const { return bytes_ != 0; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const noexcept;
+  };
+  DeviceMemory memory_;                       // device and pinned host
+  std::unique_ptr<void, FreeDeleter> host_;  // pageable host
+  LedgerCharge charge_;                       // pageable host and NVMe
+  std::size_t bytes_ = 0;
+  MemTag tag_ = MemTag::Other;
+  MemPlace place_ = MemPlace::Device;
+};
+
+class ModelStates {
+ public:
+  // Allocates this rank's model states; throws InvalidArgument for a bad stage/offload pairing
+  // or rank, OutOfMemory (with the ledger) when the device is too small.
+  ModelStates(Device& device, std::vector<ParamTensor> params, const ModelStateOptions& options);
+
+  const ModelStateOptions& options() const { return options_; }
+  const std::vector<ParamTensor>& params() const { return params_; }
+  const FlatLayout& trainableLayout() const { return trainable_; }
+  const FlatLayout& frozenLayout() const { return frozen_; }
+  const OptimizerStateSpec& optimizerSpec() const { return optimizerSpec_; }
+
+  // Trainable parameters: the whole flat buffer at stages 0-2, this rank's shard at stage 3.
+  const StateBuffer& parameters() const { return parameters_; }
+  // Frozen parameters, by the same rule.
+  const StateBuffer& frozenParameters() const { return frozenParameters_; }
+  // Gradients on the device: the whole flat buffer at stages 0-1, the shard at stage 2-3; none
+  // at stage 2-3 with the optimizer offloaded (buckets reduce straight into the host shard).
+  const StateBuffer& gradients() const { return gradients_; }
+  // With the optimizer offloaded: the shard's gradients in pinned host memory (the target of the
+  // device-to-host copies; the CPU optimizer then writes the updated 16-bit shard into it for the
+  // copy back).
+  const StateBuffer& gradientHostShard() const { return gradientHostShard_; }
+  // fp32 master weights of the shard (of everything at stage 0); empty when not kept.
+  const StateBuffer& masterWeights() const { return master_; }
+  const std::vector<StateBuffer>& moments() const { return moments_; }
+
+ private:
+  StateBuffer place(std::uint64_t elements, std::size_t elementSize, MemTag tag,
+                    OffloadDevice offload, bool pinned);
+
+  Device* device_;
+  ModelStateOptions options_;
+  std::vector<ParamTensor> params_;
+  FlatLayout trainable_;
+  FlatLayout frozen_;
+  OptimizerStateSpec optimizerSpec_;
+  StateBuffer parameters_;
+  StateBuffer frozenParameters_;
+  StateBuffer gradients_;
+  StateBuffer gradientHostShard_;
+  StateBuffer master_;
+  std::vector<StateBuffer> moments_;
+};
+
+}  // namespace zrt

@@ -1,0 +1,58 @@
+#include "partition/stage_rules.h"
+
+#include "runtime/error.h"
+
+namespace zrt {
+
+StageRules stageRules(int stage) {
+  switch (stage) {
+    case 0: return {false, false, false};
+    case 1: return {true, false, false};
+    case 2: return {true, true, false};
+    case 3: return {true, true, true};
+    default: break;
+  }
+  ZRT_THROW(InvalidArgument, "ZeRO stage ", stage, " does not exist: expected 0, 1, 2 or 3");
+}
+
+int partitionCount(int stage, int worldSize) {
+  ZRT_ENFORCE_GE(worldSize, 1);
+  return stageRules(stage).shardOptimizer ? worldSize : 1;
+}
+
+int partitionRank(int stage, int rank) { return stageRules(stage).shardOptimizer ? rank : 0; }
+
+void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam) {
+  stageRules(stage);
+  if (offloadOptimizer != OffloadDevice::None && stage < 1) {
+    ZRT_THROW(InvalidArgument, "offload_optimizer device '", nameOf(offloadOptimizer),
+              "' needs ZeRO stage 1, 2 or 3 (stage is ", stage, ")");
+  }
+  if (offloadOptimizer == OffloadDevice::Nvme && stage != 3) {
+    ZRT_THROW(InvalidArgument, "offload_optimizer device 'nvme' needs ZeRO stage 3 (stage is ",
+              stage, ")");
+  }
+  if (offloadParam != OffloadDevice::None && stage != 3) {
+    ZRT_THROW(InvalidArgument, "offload_param device '", nameOf(offloadParam),
+              "' needs ZeRO stage 3 (stage is ", stage, ")");
+  }
+}
+
+OptimizerStateSpec optimizerStateSpec(OptimizerType type, bool sgdMomentum, DType precision,
+                                      bool optimizerOffloaded) {
+  OptimizerStateSpec s;
+  s.masterWeights = precision != DType::F32 || optimizerOffloaded;
+  switch (type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW: s.moments = 2; break;
+    case OptimizerType::SGD: s.moments = sgdMomentum ? 1 : 0; break;
+  }
+  return s;
+}
+
+std::uint64_t optimizerBytesPerParam(const OptimizerStateSpec& spec) {
+  return 4u * (static_cast<std::uint64_t>(spec.masterWeights ? 1 : 0) +
+               static_cast<std::uint64_t>(spec.moments));
+}
+
+}  // namespace zrt

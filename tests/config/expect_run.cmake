@@ -1,0 +1,22 @@
+# cmake -DEXPECT_EXIT=<code> -DEXPECT_REGEX=<regex> -P expect_run.cmake -- <command...>
+# Runs the command; passes when it exits with EXPECT_EXIT and its stdout+stderr match
+# EXPECT_REGEX (newlines folded to spaces so a pattern may span lines).
+set(cmd)
+set(after_dashes OFF)
+foreach(i RANGE ${CMAKE_ARGC})
+  if(after_dashes)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(after_dashes ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+string(REPLACE "\n" " " flat "${all}")
+if(NOT code STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "exit code ${code}, expected ${EXPECT_EXIT}\n${all}")
+endif()
+if(NOT flat MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match '${EXPECT_REGEX}':\n${all}")
+endif()
+message(STATUS "exit ${code} as expected; output matches")

@@ -1,0 +1,183 @@
+// Swap files: a private directory per job and rank (0700) under each nvme_path, files 0600 with
+// their space reserved (fallocate) and charged to the ledger at MemPlace::Nvme, striped over
+// the paths; everything removed when the owners go away, at exit(), and on SIGTERM and SIGINT
+// (a forked child is killed; the signal still ends it, and its directory is gone).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "offload/aligned_buffer.h"
+#include "offload/cleanup_registry.h"
+#include "offload/offload_engine.h"
+#include "offload/swap_space.h"
+#include "offload_test_util.h"
+#include "runtime/error.h"
+
+using namespace zrt::offload;
+using zrt::offload::test::fillPattern;
+using zrt::offload::test::firstMismatch;
+using zrt::offload::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+unsigned modeOf(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+std::size_t entries(const fs::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// Forks a child that makes a swap space with a file in `base`, tells the parent the directory
+// through a pipe, then waits to be killed by `sig` (or calls exit() when sig is 0). Returns the
+// child's directory and wait status.
+std::pair<fs::path, int> childWithSwap(const fs::path& base, int sig,
+                                       void (*earlierHandler)(int) = nullptr) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    // A plain program: the test runner's own crash handlers are not part of the picture.
+    ::signal(SIGTERM, earlierHandler ? earlierHandler : SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    zrt::MemoryLedger ledger;
+    // Leaked on purpose: only the registry (signal handler or atexit) may clean up.
+    auto* space = new SwapSpace({base}, ledger, 3, "child");
+    auto* file = new SwapFile(space->create("state", 1 << 20, zrt::MemTag::OptimizerState, {}));
+    (void)file;
+    const std::string dir = space->directories()[0].string() + "\n";
+    if (::write(fds[1], dir.data(), dir.size()) != static_cast<ssize_t>(dir.size())) std::_Exit(3);
+    ::close(fds[1]);
+    if (sig == 0) std::exit(0);
+    for (;;) ::pause();
+  }
+  ::close(fds[1]);
+  std::string dir;
+  char c;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') dir += c;
+  ::close(fds[0]);
+  REQUIRE_FALSE(dir.empty());
+  if (sig != 0) CHECK(fs::exists(fs::path(dir) / "state"));  // exit() may have run already
+  if (sig != 0) ::kill(pid, sig);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return {fs::path(dir), status};
+}
+
+}  // namespace
+
+TEST_CASE("private directories, file modes, reserved space and the ledger") {
+  TempDir a, b;
+  zrt::MemoryLedger ledger;
+  {
+    SwapSpace space({a.path(), b.path()}, ledger, 2, "job/42 x");
+    REQUIRE(space.directories().size() == 2);
+    for (const auto& d : space.directories()) {
+      CHECK(modeOf(d) == 0700);
+      CHECK(d.filename().string().rfind("zrt-swap-job_42_x-rank2-", 0) == 0);
+    }
+    FileOpenOptions opts;
+    opts.stripeUnit = 64 * 1024;
+    SwapFile f = space.create("param.0", 1'000'000, zrt::MemTag::Parameters, opts);
+    CHECK(f.file()->stripes() == 2);
+    for (const auto& d : space.directories()) {
+      const fs::path p = d / "param.0";
+      CHECK(modeOf(p) == 0600);
+      struct stat st {};
+      REQUIRE(::stat(p.c_str(), &st) == 0);
+      CHECK(st.st_size >= 400'000);                      // each stripe holds about half
+      CHECK(static_cast<std::uint64_t>(st.st_blocks) * 512 >= 400'000);  // really reserved
+    }
+    CHECK(ledger.get(zrt::MemTag::Parameters, zrt::MemPlace::Nvme).current == f.reserved());
+    CHECK(f.reserved() >= 1'000'000);
+
+    // The swap file works with the engine.
+    AioOptions o;
+    o.block_size = 64 * 1024;
+    OffloadEngine engine(o);
+    AlignedBuffer x(1'000'000), y(1'000'000);
+    fillPattern(x.data(), 1'000'000, 4);
+    engine.writeSync(f.file(), 0, x.data(), 1'000'000);
+    engine.readSync(f.file(), 0, y.data(), 1'000'000);
+    CHECK(firstMismatch(y.data(), 1'000'000, 4) == -1);
+
+    CHECK_THROWS_AS(space.create("param.0", 10, zrt::MemTag::Parameters, opts),
+                    zrt::InvalidArgument);  // taken; the existing file survives
+    CHECK(fs::exists(space.directories()[0] / "param.0"));
+    CHECK_THROWS_AS(space.create("../escape", 10, zrt::MemTag::Parameters, opts),
+                    zrt::InvalidArgument);
+
+    SwapFile g = space.create("moment.0", 8192, zrt::MemTag::OptimizerState, opts);
+    g = SwapFile();  // move-assigning removes the old file and its charge
+    CHECK_FALSE(fs::exists(space.directories()[0] / "moment.0"));
+    CHECK(ledger.get(zrt::MemTag::OptimizerState, zrt::MemPlace::Nvme).current == 0);
+  }
+  CHECK(ledger.total(zrt::MemPlace::Nvme).current == 0);
+  CHECK(entries(a.path()) == 0);  // the private directories are gone
+  CHECK(entries(b.path()) == 0);
+}
+
+TEST_CASE("a missing nvme_path is a clear error") {
+  zrt::MemoryLedger ledger;
+  CHECK_THROWS_WITH_AS(SwapSpace({"/nonexistent/zrt-nvme"}, ledger, 0),
+                       doctest::Contains("/nonexistent/zrt-nvme"), zrt::InvalidArgument);
+}
+
+TEST_CASE("two spaces of the same job and rank never share a directory") {
+  TempDir a;
+  zrt::MemoryLedger ledger;
+  SwapSpace s1({a.path()}, ledger, 0, "same");
+  SwapSpace s2({a.path()}, ledger, 0, "same");
+  CHECK(s1.directories()[0] != s2.directories()[0]);
+}
+
+TEST_CASE("SIGTERM and SIGINT remove the swap directory and still end the process") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    TempDir base;
+    auto [dir, status] = childWithSwap(base.path(), sig);
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
+    CHECK_FALSE(fs::exists(dir));
+    CHECK(entries(base.path()) == 0);
+  }
+}
+
+TEST_CASE("a handler installed before the swap space still runs, after the cleanup") {
+  TempDir base;
+  auto [dir, status] = childWithSwap(base.path(), SIGTERM, [](int) { ::_exit(42); });
+  CHECK(WIFEXITED(status));
+  if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 42);
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("exit() without destructors removes the swap directory") {
+  TempDir base;
+  auto [dir, status] = childWithSwap(base.path(), 0);
+  CHECK(WIFEXITED(status));
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("removeDirectoryFlat empties and removes a directory, and ignores a missing one") {
+  TempDir base;
+  const fs::path d = base.path() / "d";
+  fs::create_directory(d);
+  for (int i = 0; i < 300; ++i) std::fclose(std::fopen((d / std::to_string(i)).c_str(), "w"));
+  CHECK(removeDirectoryFlat(d.c_str()) == 0);
+  CHECK_FALSE(fs::exists(d));
+  CHECK(removeDirectoryFlat(d.c_str()) == 0);
+}

@@ -1,0 +1,209 @@
+// Against PyTorch: torch.optim.Adam, AdamW and SGD from Debian's python3-torch, driven by
+// torch_reference.py on the same seeded gradients (written to a file). Final parameters and
+// optimizer state must agree within 1e-6 relative, element by element: |x - x_torch| <=
+// 1e-6 |x_torch|. (The kernels follow torch 1.13's CPU operation order, so in practice they
+// agree bit for bit; the count of identical elements is printed.)
+// The learning rate changes every step and betas, eps and weight decay change mid-run.
+// Without python3-torch the test fails with a message saying how to install it.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/optim/adam.h"
+#include "runtime/optim/isa.h"
+#include "runtime/optim/sgd.h"
+#include "tests/optim/optim_test_util.h"
+
+using namespace zrt;
+using namespace zrt::optim;
+using namespace zrt::optim::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kN = 12288;
+constexpr int kSteps = 100;
+
+struct Case {
+  std::string optimizer;  // adam, adamw, sgd
+  double weightDecay = 0;
+  bool foreach = false;
+  double momentum = 0, dampening = 0;
+  bool nesterov = false;
+  DType gradType = DType::F32;
+};
+
+struct StepHyper {
+  double lr, beta1, beta2, eps, wd, momentum, dampening;
+};
+
+StepHyper hyperAt(const Case& c, int step) {
+  StepHyper h{};
+  h.lr = (c.optimizer == "sgd" ? 1e-2 : 1e-3) * (1.0 + 0.5 * std::sin(0.3 * step));
+  h.beta1 = step <= 50 ? 0.9 : 0.85;
+  h.beta2 = step <= 50 ? 0.999 : 0.995;
+  h.eps = step <= 70 ? 1e-8 : 1e-6;
+  h.wd = step <= 60 ? c.weightDecay : 2 * c.weightDecay;
+  h.momentum = c.momentum;
+  h.dampening = c.dampening;
+  return h;
+}
+
+fs::path scratchDir() {
+  fs::path d = fs::temp_directory_path() / ("zrt_optim_torch_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// Runs torch on p0 and the gradients (as exact floats); returns its output arrays.
+std::vector<float> runTorch(const Case& c, const std::vector<float>& p0,
+                            const std::vector<GradBuffer>& grads, std::size_t outArrays) {
+  const fs::path dir = scratchDir();
+  const fs::path data = dir / "data.f32", out = dir / "out.f32", meta = dir / "meta.json";
+  {
+    std::vector<float> all(p0);
+    for (const auto& g : grads) {
+      for (std::size_t i = 0; i < kN; ++i) all.push_back(static_cast<float>(g.value(i)));
+    }
+    std::ofstream f(data, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(all.data()),
+            static_cast<std::streamsize>(all.size() * sizeof(float)));
+    REQUIRE(f.good());
+  }
+  nlohmann::json j;
+  j["optimizer"] = c.optimizer;
+  j["n"] = kN;
+  j["steps"] = kSteps;
+  j["foreach"] = c.foreach;
+  j["data"] = data.string();
+  j["out"] = out.string();
+  for (int step = 1; step <= kSteps; ++step) {
+    const StepHyper h = hyperAt(c, step);
+    nlohmann::json s;
+    s["lr"] = h.lr;
+    s["weight_decay"] = h.wd;
+    if (c.optimizer == "sgd") {
+      s["momentum"] = h.momentum;
+      s["dampening"] = h.dampening;
+      s["nesterov"] = c.nesterov;
+    } else {
+      s["betas"] = {h.beta1, h.beta2};
+      s["eps"] = h.eps;
+    }
+    j["hyper"].push_back(s);
+  }
+  std::ofstream(meta) << j.dump();
+  const std::string cmd =
+      std::string(ZRT_TORCH_PYTHON) + " " + ZRT_TORCH_SCRIPT + " " + meta.string();
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    fs::remove_all(dir);
+    FAIL("`" << cmd << "` failed (status " << rc
+             << "). This test needs Debian's python3-torch "
+                "at " ZRT_TORCH_PYTHON ": run scripts/install-deps.sh");
+  }
+  std::vector<float> result(kN * outArrays);
+  std::ifstream f(out, std::ios::binary);
+  f.read(reinterpret_cast<char*>(result.data()),
+         static_cast<std::streamsize>(result.size() * sizeof(float)));
+  const bool complete = f.gcount() == static_cast<std::streamsize>(result.size() * sizeof(float));
+  fs::remove_all(dir);
+  REQUIRE_MESSAGE(complete, "torch wrote fewer than " << outArrays << " arrays of " << kN);
+  return result;
+}
+
+void compare(const char* name, const float* ours, const float* torch) {
+  std::size_t identical = 0, bad = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < kN; ++i) {
+    const double a = ours[i], b = torch[i];
+    if (a == b) {
+      ++identical;
+      continue;
+    }
+    const double rel = std::abs(a - b) / std::abs(b);
+    worst = std::max(worst, rel);
+    if (!(std::abs(a - b) <= 1e-6 * std::abs(b))) {
+      if (bad++ == 0)
+        MESSAGE(std::string(name) << " element " << i << ": " << a << " vs torch " << b);
+    }
+  }
+  MESSAGE("  " << std::string(name) << ": " << identical << "/" << kN
+               << " identical, worst relative " << worst);
+  CHECK_MESSAGE(bad == 0, name << ": " << bad << " elements differ by more than 1e-6 relative");
+}
+
+void runCase(const Case& c) {
+  const std::vector<float> p0 = randomFloats(kN, 21, 0.0f, 0.3f);
+  std::vector<GradBuffer> grads;
+  for (int step = 1; step <= kSteps; ++step) {
+    grads.push_back(randomGrads(c.gradType, kN, 500 + step, 0.02));
+  }
+  const bool sgd = c.optimizer == "sgd";
+  const std::size_t arrays = sgd ? (c.momentum != 0 ? 2 : 1) : 3;
+  const std::vector<float> want = runTorch(c, p0, grads, arrays);
+  for (Isa isa : supportedIsas()) {
+    MESSAGE(c.optimizer << " wd " << c.weightDecay << " momentum " << c.momentum << " nesterov "
+                        << c.nesterov << " foreach " << c.foreach << " grad " << nameOf(c.gradType)
+                        << " path " << nameOf(isa));
+    std::vector<float> p(p0), a(kN, 0.0f), b(kN, 0.0f);
+    for (int step = 1; step <= kSteps; ++step) {
+      const StepHyper h = hyperAt(c, step);
+      const GradBuffer& g = grads[static_cast<std::size_t>(step - 1)];
+      if (sgd) {
+        SgdHyper s;
+        s.lr = h.lr;
+        s.momentum = h.momentum;
+        s.dampening = h.dampening;
+        s.weightDecay = h.wd;
+        s.nesterov = c.nesterov;
+        s.step = step;
+        sgdStep(s, SgdState{p.data(), a.data(), g.data(), g.type, nullptr, DType::F16, kN},
+                {isa, 2});
+      } else {
+        AdamHyper ah;
+        ah.lr = h.lr;
+        ah.beta1 = h.beta1;
+        ah.beta2 = h.beta2;
+        ah.eps = h.eps;
+        ah.weightDecay = h.wd;
+        ah.decoupledWeightDecay = c.optimizer == "adamw";
+        ah.step = step;
+        adamStep(ah,
+                 AdamState{p.data(), a.data(), b.data(), g.data(), g.type, nullptr, DType::F16, kN},
+                 {isa, 2});
+      }
+    }
+    compare("param", p.data(), want.data());
+    if (arrays >= 2) compare(sgd ? "momentum_buffer" : "exp_avg", a.data(), want.data() + kN);
+    if (arrays >= 3) compare("exp_avg_sq", b.data(), want.data() + 2 * kN);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("torch.optim.Adam") {
+  runCase({.optimizer = "adam"});
+  runCase({.optimizer = "adam", .weightDecay = 0.01});
+}
+
+TEST_CASE("torch.optim.AdamW, every gradient dtype, single-tensor and foreach") {
+  runCase({.optimizer = "adamw", .weightDecay = 0.1});
+  runCase({.optimizer = "adamw", .weightDecay = 0.1, .foreach = true});
+  runCase({.optimizer = "adamw", .weightDecay = 0.1, .gradType = DType::F16});
+  runCase({.optimizer = "adamw", .weightDecay = 0.1, .gradType = DType::BF16});
+}
+
+TEST_CASE("torch.optim.SGD with momentum, dampening, weight decay and Nesterov") {
+  runCase({.optimizer = "sgd", .weightDecay = 1e-3, .momentum = 0.9, .dampening = 0.1});
+  runCase({.optimizer = "sgd", .weightDecay = 1e-3, .momentum = 0.9, .nesterov = true});
+  runCase({.optimizer = "sgd"});
+}

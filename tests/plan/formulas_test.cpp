@@ -1,0 +1,257 @@
+// zrt-plan's formulas against the worked examples of the issue and the ZeRO paper, and against
+// numbers computed by hand (each literal below is derived in the comment next to it).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "partition/shard.h"
+#include "runtime/error.h"
+#include "tools/plan/formulas.h"
+#include "tools/plan/io_result.h"
+#include "tools/plan/model_spec.h"
+
+using namespace zrt;
+using namespace zrt::plan;
+
+namespace {
+
+ModelStateInputs adam16(std::uint64_t psi, int stage, int world) {
+  ModelStateInputs in;
+  in.trainable = psi;
+  in.stage = stage;
+  in.worldSize = world;
+  in.precision = DType::F16;
+  in.optimizer = OptimizerType::Adam;
+  return in;
+}
+
+std::uint64_t modelStateTotal(const PlanLedger& l) {
+  std::uint64_t n = 0;
+  for (int pl = 0; pl < kNumMemPlaces; ++pl) n += l.modelStates(static_cast<MemPlace>(pl));
+  return n;
+}
+
+double gbRounded(double bytes) { return std::round(bytes / 1e8) / 10; }  // to 0.1 GB
+
+}  // namespace
+
+TEST_CASE("7B in fp16 with Adam: 14 GB params, 14 GB grads, 56 GB moments; 112 GB with master weights") {
+  // 7e9 is a multiple of 32, so stage 0 pads nothing.
+  const PlanLedger l = modelStateBytes(adam16(7'000'000'000, 0, 1));
+  const auto d = MemPlace::Device;
+  CHECK(l.get(Purpose::Parameters, d) == 14'000'000'000ull);
+  CHECK(l.get(Purpose::Gradients, d) == 14'000'000'000ull);
+  CHECK(l.get(Purpose::OptimizerMoments, d) == 56'000'000'000ull);
+  CHECK(l.get(Purpose::Parameters, d) + l.get(Purpose::Gradients, d) +
+            l.get(Purpose::OptimizerMoments, d) == 84'000'000'000ull);
+  CHECK(l.get(Purpose::MasterWeights, d) == 28'000'000'000ull);
+  CHECK(modelStateTotal(l) == 112'000'000'000ull);
+  // The paper's formula: (2 + 2 + K)Ψ with K = 8 (moments only) and K = 12 (with master).
+  CHECK(zeroPaperBytes(7'000'000'000, 0, 1, 2, 8) == doctest::Approx(84e9));
+  CHECK(zeroPaperBytes(7'000'000'000, 0, 1, 2, 12) == doctest::Approx(112e9));
+}
+
+TEST_CASE("ZeRO paper's 7.5B-parameter, 64-rank example: 120, 31.4, 16.6, 1.9 GB") {
+  const std::uint64_t psi = 7'500'000'000;
+  CHECK(gbRounded(zeroPaperBytes(psi, 0, 64, 2, 12)) == doctest::Approx(120.0));
+  CHECK(gbRounded(zeroPaperBytes(psi, 1, 64, 2, 12)) == doctest::Approx(31.4));
+  CHECK(gbRounded(zeroPaperBytes(psi, 2, 64, 2, 12)) == doctest::Approx(16.6));
+  CHECK(gbRounded(zeroPaperBytes(psi, 3, 64, 2, 12)) == doctest::Approx(1.9));
+
+  // With ZRT's padding: Ψ' = ceil(7.5e9 / (64·32))·64·32 = 7,500,001,280; Ψ'/64 = 117,187,520.
+  CHECK(paddedLength(psi, 64, kShardAlignElements) == 7'500'001'280ull);
+  CHECK(modelStateTotal(modelStateBytes(adam16(psi, 0, 64))) == 120'000'000'000ull);
+  CHECK(modelStateTotal(modelStateBytes(adam16(psi, 1, 64))) == 31'406'255'360ull);  // 4·Ψ' + 12·Ψ'/N
+  CHECK(modelStateTotal(modelStateBytes(adam16(psi, 2, 64))) == 16'640'627'840ull);  // 2·Ψ' + 14·Ψ'/N
+  CHECK(modelStateTotal(modelStateBytes(adam16(psi, 3, 64))) == 1'875'000'320ull);   // 16·Ψ'/N
+  for (int stage = 0; stage <= 3; ++stage) {
+    CHECK(gbRounded(static_cast<double>(modelStateTotal(modelStateBytes(adam16(psi, stage, 64))))) ==
+          doctest::Approx(gbRounded(zeroPaperBytes(psi, stage, 64, 2, 12))));
+  }
+}
+
+TEST_CASE("K per optimizer and precision") {
+  auto k = [](OptimizerType t, bool mom, DType p, bool off) {
+    return optimizerBytesPerParam(optimizerStateSpec(t, mom, p, off));
+  };
+  CHECK(k(OptimizerType::Adam, false, DType::F16, false) == 12);
+  CHECK(k(OptimizerType::AdamW, false, DType::BF16, false) == 12);
+  CHECK(k(OptimizerType::SGD, true, DType::F16, false) == 8);   // master + momentum
+  CHECK(k(OptimizerType::SGD, false, DType::F16, false) == 4);  // master only
+  CHECK(k(OptimizerType::Adam, false, DType::F32, false) == 8);  // fp32 weights are the master
+  CHECK(k(OptimizerType::SGD, true, DType::F32, false) == 4);
+  CHECK(k(OptimizerType::SGD, false, DType::F32, false) == 0);
+  CHECK(k(OptimizerType::Adam, false, DType::F32, true) == 12);  // the CPU optimizer's own copy
+}
+
+TEST_CASE("placement under offload") {
+  // Ψ = 1000 over 4 ranks: Ψ' = ceil(1000/128)·128 = 1024, shard 256.
+  ModelStateInputs in = adam16(1000, 2, 4);
+  in.offloadOptimizer = OffloadDevice::Cpu;
+  in.pinOptimizer = true;
+  PlanLedger l = modelStateBytes(in);
+  CHECK(l.get(Purpose::Parameters, MemPlace::Device) == 2 * 1024);
+  CHECK(l.get(Purpose::Gradients, MemPlace::Device) == 0);
+  CHECK(l.get(Purpose::Gradients, MemPlace::PinnedHost) == 2 * 256);
+  CHECK(l.get(Purpose::MasterWeights, MemPlace::PinnedHost) == 4 * 256);
+  CHECK(l.get(Purpose::OptimizerMoments, MemPlace::PinnedHost) == 8 * 256);
+  CHECK(l.modelStates(MemPlace::Device) == 2 * 1024);
+
+  in.stage = 1;  // stage 1 keeps the whole gradient buffer on the device as well
+  in.pinOptimizer = false;
+  l = modelStateBytes(in);
+  CHECK(l.get(Purpose::Gradients, MemPlace::Device) == 2 * 1024);
+  CHECK(l.get(Purpose::Gradients, MemPlace::PinnedHost) == 2 * 256);
+  CHECK(l.get(Purpose::MasterWeights, MemPlace::Host) == 4 * 256);
+
+  in.stage = 3;
+  in.offloadOptimizer = OffloadDevice::Nvme;
+  in.offloadParam = OffloadDevice::Nvme;
+  in.frozen = 100;  // Φ' = 128, shard 32
+  l = modelStateBytes(in);
+  CHECK(l.get(Purpose::Parameters, MemPlace::Nvme) == 2 * (256 + 32));
+  CHECK(l.get(Purpose::MasterWeights, MemPlace::Nvme) == 4 * 256);
+  CHECK(l.get(Purpose::OptimizerMoments, MemPlace::Nvme) == 8 * 256);
+  CHECK(l.modelStates(MemPlace::Device) == 0);
+
+  in.stage = 2;  // parameters cannot be offloaded below stage 3
+  CHECK_THROWS_AS(modelStateBytes(in), InvalidArgument);
+  in.stage = 0;
+  in.offloadParam = OffloadDevice::None;
+  CHECK_THROWS_AS(modelStateBytes(in), InvalidArgument);
+}
+
+TEST_CASE("activations per Korthikanti et al.") {
+  ActivationInputs in;
+  in.shape = {2, 4096, 32, 0};
+  in.seqLen = 2048;
+  in.microBatch = 1;
+  // sbh(34 + 5as/h) = 2048·4096·(34 + 5·32·2048/4096) = 2048·4096·114 = 956,301,312.
+  CHECK(layerActivationBytes(in) == 956'301'312ull);
+  CHECK(activationBytes(in) == 2 * 956'301'312ull);
+  in.checkpointing = true;  // L·2sbh + one layer = 2·2·2048·4096 + 956,301,312
+  CHECK(activationBytes(in) == 2ull * 2 * 2048 * 4096 + 956'301'312ull);
+  in.shape.vocab = 1000;  // + 4·s·b·V for the fp32 logits
+  CHECK(activationBytes(in) == 2ull * 2 * 2048 * 4096 + 956'301'312ull + 4ull * 2048 * 1000);
+  in.flashAttention = true;
+  CHECK(layerActivationBytes(in) == 34ull * 2048 * 4096);
+  in.precision = DType::F32;
+  CHECK(layerActivationBytes(in) == 2 * 34ull * 2048 * 4096);
+}
+
+TEST_CASE("buffers from the config's bucket sizes") {
+  BufferInputs in;
+  in.padded.trainable = 1'000'000'000;
+  in.padded.trainableShard = 125'000'000;
+  in.zero.reduce_bucket_size = 200'000'000;
+  in.stage = 2;
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 400'000'000ull);
+  in.overlapComm = true;
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 800'000'000ull);
+  in.stage = 3;
+  in.zero.stage3_max_live_parameters = 300'000'000;
+  in.zero.stage3_prefetch_bucket_size = 50'000'000;
+  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == 700'000'000ull);
+  in.largestTensor = 400'000'000;  // one tensor must fit whole
+  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == 800'000'000ull);
+  in.offloadOptimizer = OffloadDevice::Nvme;
+  in.zero.sub_group_size = 10'000'001;  // aligned up to 10,000,032
+  in.zero.offload_optimizer.buffer_count = 4;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4ull * 10'000'032 * 4);
+  in.offloadOptimizer = OffloadDevice::None;
+  in.offloadParam = OffloadDevice::Nvme;
+  in.zero.offload_param.buffer_count = 5;
+  in.zero.offload_param.buffer_size = 100'000'000;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 100'000'000 * 2);
+}
+
+TEST_CASE("step time: recomputation costs one extra forward, a third of a full step") {
+  StepTimeInputs in;
+  in.trainable = in.total = 1'000'000'000;
+  in.tokensPerStep = 4096;
+  in.hardware.worldSize = 1;
+  const StepTime plain = stepTime(in);
+  CHECK(plain.compute == doctest::Approx(6e9 * 4096 / 100e12));
+  CHECK(plain.comm == 0.0);  // one rank: nothing to reduce
+  in.checkpointing = true;
+  CHECK(stepTime(in).recompute / plain.compute == doctest::Approx(1.0 / 3));
+  // Offloading the optimizer of a 1-rank, 1-rank-per-node job: the gradient shard down and the
+  // parameters up over PCIe, the optimizer's traffic through host memory.
+  in.checkpointing = false;
+  in.padded.trainable = in.padded.trainableShard = 1'000'000'000;
+  in.offloadOptimizer = OffloadDevice::Cpu;
+  const StepTime off = stepTime(in);
+  CHECK(off.pcieBytes == doctest::Approx(4e9));
+  CHECK(off.pcie == doctest::Approx(4e9 / 25e9));
+  CHECK(off.cpuBytes == doctest::Approx(1e9 * (2 + 24 + 2)));
+  in.offloadOptimizer = OffloadDevice::Nvme;
+  CHECK(stepTime(in).nvme == doctest::Approx(12e9 / 3e9 + 12e9 / 2e9));
+}
+
+TEST_CASE("parameter counts") {
+  CHECK(parseParamCount("7B") == 7'000'000'000ull);
+  CHECK(parseParamCount("7e9") == 7'000'000'000ull);
+  CHECK(parseParamCount("1.3b") == 1'300'000'000ull);
+  CHECK(parseParamCount("350M") == 350'000'000ull);
+  CHECK(parseParamCount("125k") == 125'000ull);
+  CHECK(parseParamCount("12345") == 12'345ull);
+  for (const char* bad : {"", "7X", "-1", "0", "B", "1e30"}) {
+    CHECK_THROWS_WITH_AS(parseParamCount(bad), doctest::Contains("--params"), InvalidArgument);
+  }
+  // 12·L·h² + V·h for L = 32, h = 4096, V = 32000: 6,442,450,944 + 131,072,000.
+  const TransformerShape s{32, 4096, 32, 32000};
+  CHECK(transformerParamCount(s) == 6'573'522'944ull);
+  CHECK(fromTransformerShape(s).trainableParams() == transformerParamCount(s));
+}
+
+TEST_CASE("LoRA: frozen base, r·(d_in + d_out) adapter parameters per projection") {
+  const ModelSpec base = fromTransformerShape({2, 64, 4, 100});
+  const ModelSpec lora = addLora(base, 8, {"q", "v", "fc1"});
+  CHECK(lora.frozenParams() == base.trainableParams());
+  // Per layer: q and v are [64, 64]: 8·128 each; fc1 is [256, 64]: 8·320. Two layers.
+  CHECK(lora.trainableParams() == 2 * (8 * 128 + 8 * 128 + 8 * 320));
+  CHECK(lora.loraAdaptedTensors == 6);
+  CHECK_THROWS_WITH_AS(addLora(base, 8, {"nothing"}), doctest::Contains("--lora-targets"), InvalidArgument);
+  CHECK_THROWS_AS(addLora(base, 0, {"q"}), InvalidArgument);
+  // Manifest-style names with a _proj suffix match too.
+  ModelSpec m;
+  m.tensors.push_back({"model.layers.0.self_attn.q_proj.weight", {64, 32}, true});
+  m.tensors.push_back({"model.layers.0.self_attn.q_proj.bias", {64}, true});
+  CHECK(addLora(m, 4, {"q"}).trainableParams() == 4 * (64 + 32));
+}
+
+TEST_CASE("manifest") {
+  const ModelSpec m = parseManifest(R"({"format": "zrt-manifest", "version": 1,
+      "tensors": [{"name": "a", "shape": [3, 4]}, {"name": "b", "shape": [5], "trainable": false,
+                   "dtype": "fp16"}],
+      "model": {"layers": 1, "hidden": 4, "heads": 2, "vocab": 3}})",
+                                    "m.json");
+  CHECK(m.trainableParams() == 12);
+  CHECK(m.frozenParams() == 5);
+  REQUIRE(m.shape.has_value());
+  CHECK(m.shape->hidden == 4);
+  CHECK_THROWS_WITH_AS(parseManifest("{", "bad.json"), doctest::Contains("bad.json"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseManifest(R"({"tensors": [{"name": "x", "shape": [2, -1]}]})", "neg.json"),
+                       doctest::Contains("tensors[0].shape[1]"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseManifest(R"({"tensors": [{"shape": [2]}]})", "noname.json"),
+                       doctest::Contains("tensors[0]"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseManifest(R"({"version": 2, "tensors": []})", "v2.json"),
+                       doctest::Contains("version"), InvalidArgument);
+}
+
+TEST_CASE("NVMe bandwidth from zrt-io results") {
+  const NvmeBandwidth b = parseIoResults(
+      "{\"mode\": \"read\", \"block_size\": 1048576, \"queue_depth\": 8, \"threads\": 1, \"bytes\": 1, "
+      "\"seconds\": 1, \"gbps\": 2.5}\n"
+      "{\"mode\": \"read\", \"gbps\": 3.5}\n\n"
+      "{\"mode\": \"write\", \"gbps\": 1.5}\n",
+      "io.json");
+  CHECK(b.readBps == doctest::Approx(3.5e9));
+  CHECK(b.writeBps == doctest::Approx(1.5e9));
+  const NvmeBandwidth rw = parseIoResults("{\"mode\": \"rw\", \"gbps\": 2}\n", "rw.json");
+  CHECK(rw.readBps == doctest::Approx(2e9));
+  CHECK(rw.writeBps == doctest::Approx(2e9));
+  CHECK_THROWS_WITH_AS(parseIoResults("{\"mode\": \"read\", \"gbps\": 2}\n", "r.json"),
+                       doctest::Contains("write"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseIoResults("not json\n", "x.json"), doctest::Contains("x.json:1"), InvalidArgument);
+}

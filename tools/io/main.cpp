@@ -1,0 +1,299 @@
+// zrt-io: stress-tests offload throughput with ZRT's own engine, as training will use it
+// (docs/offload.md). Sequential read / write / read-while-write streams or an optimizer step's
+// swap pattern; single runs, sweeps over lists of settings, and --tune, which prints the best
+// setting as a DeepSpeed `aio` config section. Exit codes: 0 ok, 1 an I/O or verify failure,
+// 2 bad flags.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "io_benchmark.h"
+#include "runtime/build_config.h"
+#include "runtime/config/config.h"
+#include "report.h"
+#include "runtime/error.h"
+#include "runtime/units.h"
+#include "svg_plot.h"
+
+using namespace zrt;
+using namespace zrt::iotool;
+
+namespace {
+
+std::vector<std::string> splitList(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    std::size_t start = 0;
+    while (start <= item.size()) {
+      const std::size_t comma = item.find(',', start);
+      const std::string part = item.substr(start, comma == std::string::npos ? std::string::npos
+                                                                             : comma - start);
+      if (!part.empty()) out.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> byteList(const std::vector<std::string>& items, const char* flag) {
+  std::vector<std::uint64_t> out;
+  for (const auto& s : splitList(items)) out.push_back(parseBytes(s, flag));
+  if (out.empty()) ZRT_THROW(InvalidArgument, flag, ": empty list");
+  return out;
+}
+
+std::vector<int> intList(const std::vector<std::string>& items, const char* flag, int lo, int hi) {
+  std::vector<int> out;
+  for (const auto& s : splitList(items)) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || v < lo || v > hi)
+      ZRT_THROW(InvalidArgument, flag, ": '", s, "' is not an integer in [", lo, ", ", hi, "]");
+    out.push_back(v);
+  }
+  if (out.empty()) ZRT_THROW(InvalidArgument, flag, ": empty list");
+  return out;
+}
+
+std::vector<bool> onOffList(const std::vector<std::string>& items, const char* flag) {
+  std::vector<bool> out;
+  for (const auto& s : splitList(items)) {
+    if (s == "on" || s == "1" || s == "true") out.push_back(true);
+    else if (s == "off" || s == "0" || s == "false") out.push_back(false);
+    else ZRT_THROW(InvalidArgument, flag, ": '", s, "' is not on or off");
+  }
+  if (out.empty()) ZRT_THROW(InvalidArgument, flag, ": empty list");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"zrt-io: offload I/O stress test and tuner (ZRT's io_uring engine)"};
+  app.set_version_flag("--version", ZRT_VERSION_STRING);
+  app.option_defaults()->always_capture_default();
+
+  std::vector<std::string> paths, filenames;
+  std::string size = "1G", bytes = "0", requestSize = "0", stripeUnit = "1M", tileSize = "16M";
+  std::vector<std::string> blockSizes{"1M"}, queueDepths{"8"}, threads{"1"}, modes{"read"},
+      fixedBuffers{"on"};
+  bool buffered = false, singleSubmit = false, sweep = false, tune = false, verify = false;
+  bool json = false, csv = false, quiet = false;
+  int files = 1, ranks = 4;
+  double duration = 0;
+  std::string pattern = "seq", engine = "auto", plot, configFile;
+
+  app.add_option("--path", paths, "directory for the test files; several (repeat or comma "
+                                  "list) stripe each file over them")
+      ->delimiter(',');
+  app.add_option("--filename", filenames, "use these files instead (created and laid out when "
+                                          "missing or short, kept afterwards), like fio's")
+      ->delimiter(',');
+  app.add_option("--size", size, "size of each file (K, M, G suffixes)");
+  app.add_option("--block-size", blockSizes, "transfer size; a comma list to sweep")
+      ->delimiter(',');
+  app.add_option("--queue-depth", queueDepths, "transfers in flight per ring; a list to sweep")->delimiter(',');
+  app.add_option("--threads", threads, "intra_op_parallelism: rings sharing each request; a "
+                                       "list to sweep")->delimiter(',');
+  app.add_option("--mode", modes, "read, write or rw (read while writing); a list to sweep")
+      ->delimiter(',');
+  app.add_flag("--buffered", buffered, "buffered I/O through the page cache (default O_DIRECT)");
+  app.add_flag("--single-submit", singleSubmit, "submit each transfer on its own");
+  app.add_option("--fixed-buffers", fixedBuffers, "registered buffers: on, off, or on,off to "
+                                                  "sweep")->delimiter(',');
+  app.add_option("--files", files, "number of files")->check(CLI::Range(1, 4096));
+  app.add_option("--duration", duration, "seconds per run (instead of a byte count)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bytes", bytes, "bytes to move per run (default: every file once)");
+  app.add_option("--request-size", requestSize, "bytes per request (default: block size x "
+                                                "queue depth x threads, at most 256M)");
+  app.add_option("--stripe-unit", stripeUnit, "stripe unit with several --path");
+  app.add_option("--engine", engine, "auto, io_uring, threads or null");
+  app.add_flag("--sweep", sweep, "run every combination of the lists; table best first");
+  app.add_flag("--tune", tune, "sweep (default lists where none given) and print the best "
+                               "setting as a DeepSpeed aio section");
+  app.add_flag("--verify", verify, "write patterns and check every byte read back");
+  app.add_option("--pattern", pattern, "seq (streams) or swap (an offloaded optimizer step)")->check(CLI::IsMember({"seq", "swap"}));
+  app.add_option("--ranks", ranks, "swap pattern: ranks stepping at once")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--tile-size", tileSize, "swap pattern: bytes per tile of each state file");
+  app.add_flag("--json", json, "one JSON object per line per result");
+  app.add_flag("--csv", csv, "CSV with a header line");
+  app.add_option("--plot", plot, "write an SVG of GB/s against block size and queue depth");
+  app.add_flag("--quiet", quiet, "no progress or layout messages");
+  app.add_option("--config", configFile, "a DeepSpeed/ZRT config: its aio section is the "
+                                          "setting to run (flags given override it), its "
+                                          "nvme_path the default --path");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "zrt-io: %s\nRun with --help for the flags.\n", e.what());
+    return 2;
+  }
+
+  std::vector<RunConfig> configs;
+  Workload w;
+  try {
+    if (json && csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
+    if (!configFile.empty()) {
+      const Config cfg = loadConfig(configFile, 1);
+      if (app.count("--block-size") == 0) blockSizes = {std::to_string(cfg.aio.block_size)};
+      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(cfg.aio.queue_depth)};
+      if (app.count("--threads") == 0) threads = {std::to_string(cfg.aio.intra_op_parallelism)};
+      if (app.count("--single-submit") == 0) singleSubmit = cfg.aio.single_submit;
+      if (paths.empty() && filenames.empty()) {
+        const auto& zo = cfg.zero_optimization;
+        paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
+                                                         : zo.offload_param.nvme_path;
+        if (paths.empty())
+          ZRT_THROW(InvalidArgument, configFile, " has no nvme_path: give --path");
+      }
+    }
+    if (paths.empty() == filenames.empty())
+      ZRT_THROW(InvalidArgument, "give either --path DIR or --filename FILE");
+    if (!filenames.empty() && app.count("--files") > 0)
+      ZRT_THROW(InvalidArgument, "--files goes with --path; with --filename, list the files");
+    const bool swap = pattern == "swap";
+    w.paths.assign(paths.begin(), paths.end());
+    w.namedFiles.assign(filenames.begin(), filenames.end());
+    if (!filenames.empty()) files = static_cast<int>(filenames.size());
+    if (swap && app.count("--size") == 0) size = "128M";  // 3 x ranks files of this
+    w.fileSize = parseBytes(size, "--size");
+    w.files = files;
+    w.duration = duration;
+    w.bytes = parseBytes(bytes, "--bytes");
+    w.requestSize = parseBytes(requestSize, "--request-size");
+    w.stripeUnit = parseBytes(stripeUnit, "--stripe-unit");
+    w.verify = verify;
+    w.swapPattern = swap;
+    w.ranks = ranks;
+    w.tileSize = parseBytes(tileSize, "--tile-size");
+    w.quiet = quiet || json || csv;
+    if (w.fileSize % 4096 != 0) ZRT_THROW(InvalidArgument, "--size must be a multiple of 4K");
+    if (w.stripeUnit == 0 || w.stripeUnit % 4096 != 0)
+      ZRT_THROW(InvalidArgument, "--stripe-unit must be a positive multiple of 4K");
+
+    if (tune) {
+      // ds_nvme_tune's idea: a grid around DeepSpeed's defaults unless lists were given.
+      if (app.count("--block-size") == 0) blockSizes = {"256K,1M,4M,8M"};
+      if (app.count("--queue-depth") == 0) queueDepths = {"4,8,16,32"};
+      if (app.count("--threads") == 0) threads = {"1,2"};
+      if (app.count("--mode") == 0 && !swap) modes = {"read,write"};
+    }
+    const auto bs = byteList(blockSizes, "--block-size");
+    const auto qds = intList(queueDepths, "--queue-depth", 1, 4096);
+    const auto ths = intList(threads, "--threads", 1, 256);
+    const auto fixed = onOffList(fixedBuffers, "--fixed-buffers");
+    std::vector<Mode> ms;
+    if (swap) ms = {Mode::Swap};
+    else for (const auto& m : splitList(modes)) ms.push_back(parseMode(m));
+    const offload::EngineKind kind = offload::parseEngineKind(engine);
+    for (Mode m : ms)
+      for (auto b : bs)
+        for (int q : qds)
+          for (int t : ths)
+            for (bool f : fixed) {
+              RunConfig c;
+              c.mode = m;
+              c.blockSize = b;
+              c.queueDepth = q;
+              c.threads = t;
+              c.singleSubmit = singleSubmit;
+              c.fixedBuffers = f;
+              c.buffered = buffered;
+              c.engine = kind;
+              offload::AioOptions probe;
+              probe.block_size = b;
+              probe.queue_depth = q;
+              probe.intra_op_parallelism = t;
+              offload::validate(probe);
+              configs.push_back(c);
+            }
+    if (configs.size() > 1 && !sweep && !tune)
+      ZRT_THROW(InvalidArgument, "lists of values give ", configs.size(),
+                " settings: add --sweep (or --tune) to run them all");
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "zrt-io: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    Workspace ws(w);
+    std::vector<RunResult> results;
+    const bool progress = (sweep || tune) && !quiet;
+    ProgressBar bar(configs.size());
+    if (csv) std::cout << csvHeader() << '\n';
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      const RunConfig& c = configs[i];
+      if (progress) {
+        bar.update(i, zrt::detail::cat(nameOf(c.mode), " bs ", formatBytes(c.blockSize), " qd ",
+                                       c.queueDepth, " threads ", c.threads));
+      }
+      results.push_back(ws.run(c));
+      const RunResult& r = results.back();
+      if (json) std::cout << toJson(r).dump() << std::endl;
+      if (csv) std::cout << toCsv(r) << std::endl;
+    }
+    if (progress) {
+      bar.update(configs.size(), "done");
+      bar.finish();
+    }
+    if (!json && !csv) {
+      // With --tune, stdout carries only the aio section, ready to paste or pipe.
+      std::ostream& out = tune ? std::cerr : std::cout;
+      out << table(results);
+      // One run: the engine's full description; a sweep: only which engine (the rest varies).
+      if (results.size() == 1) out << "engine: " << results.front().engine << '\n';
+      else if (!results.empty())
+        out << "engine: " << results.front().engine.substr(0, results.front().engine.find(':'))
+            << '\n';
+    }
+    if (tune) {
+      std::string summary;
+      const auto section = tuneSection(results, &summary);
+      std::fprintf(stderr, "zrt-io: %s\n", summary.c_str());
+      std::cout << section.dump(2) << '\n';
+    }
+    if (!plot.empty()) {
+      std::ofstream out(plot);
+      out << plotSvg(results);
+      if (!out) ZRT_THROW(IoError, "cannot write the plot to '", plot, "'");
+      if (!w.quiet) std::fprintf(stderr, "zrt-io: plot written to %s\n", plot.c_str());
+    }
+    std::uint64_t verifyErrors = 0;
+    for (const auto& r : results) {
+      verifyErrors += r.verifyErrors;
+      if (!r.firstVerifyError.empty())
+        std::fprintf(stderr, "zrt-io: verify FAILED: %s\n", r.firstVerifyError.c_str());
+    }
+    if (verify && verifyErrors == 0) {
+      std::uint64_t checked = 0;
+      for (const auto& r : results) checked += r.verifiedBytes;
+      if (!w.quiet) std::fprintf(stderr, "zrt-io: verify ok: %s checked\n", formatBytes(checked).c_str());
+    }
+    return verifyErrors == 0 ? 0 : 1;
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "zrt-io: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-io: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,42 @@
+// zrt-io's output: JSON lines and CSV for scripts, a human table (best first), a progress bar
+// for sweeps, and the DeepSpeed `aio` section --tune prints. Thread-safety: pure functions,
+// except ProgressBar, which writes to stderr from one thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io_benchmark.h"
+
+namespace zrt::iotool {
+
+// Keys: mode, block_size, queue_depth, threads, bytes, seconds, gbps (GB = 1e9 bytes), and
+// read_gbps, write_gbps, iops, p50_us, p99_us, files, file_size, single_submit, fixed_buffers,
+// buffered, engine, verified_bytes, verify_errors (+ ranks, step_p50_ms, step_p99_ms for swap).
+nlohmann::json toJson(const RunResult& r);
+std::string csvHeader();
+std::string toCsv(const RunResult& r);
+
+// Sorted best first (GB/s) within each mode; one table per mode.
+std::string table(std::vector<RunResult> results);
+
+// The setting with the best harmonic mean of read and write GB/s (an optimizer step reads and
+// writes the same bytes, so its time goes with 1/read + 1/write), as {"aio": {...}}. With only
+// one of read or write measured, the best of that one. Sets *summary to a human line.
+nlohmann::json tuneSection(const std::vector<RunResult>& results, std::string* summary);
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::size_t total);
+  void update(std::size_t done, const std::string& label);
+  void finish();
+
+ private:
+  std::size_t total_;
+  bool tty_;
+};
+
+}  // namespace zrt::iotool

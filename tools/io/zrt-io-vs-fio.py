@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""zrt-io against fio, side by side, on the same file system.
+
+For each mode (sequential read, sequential write) and block size, runs zrt-io and fio
+(--ioengine=io_uring --direct=1) with the same block size, queue depth, file size and directory,
+alternating which goes first, for several rounds. Prints per-round figures and, per setting, the
+median GB/s of each tool with its spread (min-max) and the median of the per-round ratios
+zrt-io / fio, against the target (0.95 by default). Both tools work on the same file (the same
+extents on the same drive), laid out once by fio (written and fsync'ed, not timed).
+
+Usage: zrt-io-vs-fio.py --path DIR [--zrt-io BIN] [--size 1G] [--rounds 5]
+                        [--block-sizes 1M,8M] [--queue-depth 8] [--modes read,write] [--json OUT]
+Exit status: 0 when every ratio meets the target, 1 when one does not, 2 on bad use.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def parse_bytes(text):
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    suffix = t[-1] if t and t[-1] in units else ""
+    return int(float(t[: len(t) - len(suffix)]) * units[suffix])
+
+
+def run_zrt(args, mode, bs, fname):
+    cmd = [args.zrt_io, "--filename", fname, "--size", args.size, "--block-size", bs,
+           "--queue-depth", str(args.queue_depth), "--threads", "1", "--mode", mode,
+           "--json", "--quiet"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["gbps"]
+
+
+def run_fio(args, mode, bs, fname):
+    cmd = ["fio", "--name=zrt-io-vs-fio", "--filename=" + fname, "--rw=" + mode, "--bs=" + bs,
+           "--iodepth=%d" % args.queue_depth, "--ioengine=io_uring", "--direct=1",
+           "--size=" + args.size, "--numjobs=1", "--output-format=json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # fio may print warnings before the JSON document.
+    doc = json.loads(out[out.index("{"):])
+    return doc["jobs"][0][mode]["bw_bytes"] / 1e9
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--path", required=True, help="directory on the file system to test")
+    p.add_argument("--zrt-io", default=shutil.which("zrt-io") or "zrt-io")
+    p.add_argument("--size", default="1G", help="file size for both tools")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--block-sizes", default="1M,8M")
+    p.add_argument("--queue-depth", type=int, default=8)
+    p.add_argument("--modes", default="read,write")
+    p.add_argument("--target", type=float, default=0.95)
+    p.add_argument("--json", help="also write every figure to this file")
+    args = p.parse_args()
+    if not os.path.isdir(args.path):
+        print("zrt-io-vs-fio: --path %s is not a directory" % args.path, file=sys.stderr)
+        return 2
+    if shutil.which("fio") is None:
+        print("zrt-io-vs-fio: fio is not installed", file=sys.stderr)
+        return 2
+    parse_bytes(args.size)
+
+    workdir = tempfile.mkdtemp(prefix="zrt-io-vs-fio-", dir=args.path)
+    fname = os.path.join(workdir, "shared.dat")
+    results = []
+    try:
+        run_fio(args, "write", "1M", fname)  # lays the file out (fio fsyncs it after creating)
+        for mode in args.modes.split(","):
+            for bs in args.block_sizes.split(","):
+                rounds = []
+                for i in range(args.rounds):
+                    # Alternate the order so drift in the disk's speed hits both tools alike.
+                    if i % 2 == 0:
+                        z = run_zrt(args, mode, bs, fname)
+                        f = run_fio(args, mode, bs, fname)
+                    else:
+                        f = run_fio(args, mode, bs, fname)
+                        z = run_zrt(args, mode, bs, fname)
+                    rounds.append({"zrt_io": z, "fio": f, "ratio": z / f})
+                    print("%-5s bs %-3s round %d: zrt-io %.3f GB/s  fio %.3f GB/s  ratio %.3f"
+                          % (mode, bs, i + 1, z, f, z / f), flush=True)
+                results.append({"mode": mode, "block_size": bs, "rounds": rounds})
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print()
+    print("zrt-io vs fio (--ioengine=io_uring --direct=1), size %s, queue depth %d, %d rounds; "
+          "medians with min-max" % (args.size, args.queue_depth, args.rounds))
+    print("%-6s %-4s %-24s %-24s %-22s %s" % ("mode", "bs", "zrt-io GB/s", "fio GB/s",
+                                              "ratio zrt-io/fio", "target"))
+    all_met = True
+    for r in results:
+        cols = []
+        for key in ("zrt_io", "fio", "ratio"):
+            v = [x[key] for x in r["rounds"]]
+            cols.append("%.3f (%.3f-%.3f)" % (statistics.median(v), min(v), max(v)))
+        med = statistics.median(x["ratio"] for x in r["rounds"])
+        met = med >= args.target
+        all_met &= met
+        r["median_ratio"] = med
+        print("%-6s %-4s %-24s %-24s %-22s %s" % (r["mode"], r["block_size"], cols[0], cols[1],
+                                                  cols[2], "met" if met else "NOT met (< %.2f)"
+                                                  % args.target))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"size": args.size, "queue_depth": args.queue_depth,
+                       "rounds": args.rounds, "results": results}, out, indent=2)
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

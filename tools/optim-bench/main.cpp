@@ -1,0 +1,368 @@
+// zrt-optim-bench: times the CPU Adam/AdamW step on each SIMD path against two yardsticks
+// measured in the same run, side by side: the roofline kernel (the same loads and stores, no
+// arithmetic: the fastest this step can go on this machine) and torch.optim's AdamW/Adam with
+// foreach=True (Debian's python3-torch, spawned as /usr/bin/python3) on the same size.
+//
+//   zrt-optim-bench [--params 64M,256M] [--threads 1,2] [--paths avx512,avx2] [--json] ...
+//
+// Effective bandwidth counts the bytes the step must move: reads of param, grad, exp_avg,
+// exp_avg_sq and writes of param, exp_avg, exp_avg_sq (28 bytes per parameter with fp32
+// gradients), plus the parameter copy when one is written. Every figure is the median of
+// --steps timed steps; the roofline and each path are timed in turns (roofline, path 1,
+// path 2, roofline, ...) and the fraction of the roofline is the median of each turn's ratio,
+// so a noisy neighbour slows both sides of a ratio alike. The roofline runs the widest path's
+// loads and stores: the bar is the fastest memory traffic, not the path's own.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/isa.h"
+#include "runtime/units.h"
+
+using namespace zrt;
+using namespace zrt::optim;
+
+namespace {
+
+// A 2 MiB-aligned, huge-page-advised buffer (fewer TLB misses for the streaming kernels; the
+// roofline runs on the same buffers). Move-only owner.
+class Buffer {
+ public:
+  explicit Buffer(std::size_t bytes) : bytes_(bytes) {
+    constexpr std::size_t kAlign = std::size_t{2} << 20;
+    const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    ptr_ = std::aligned_alloc(kAlign, rounded);
+    if (ptr_ == nullptr) {
+      ZRT_THROW(OutOfMemory, "zrt-optim-bench: cannot allocate ", formatBytes(rounded));
+    }
+    ::madvise(ptr_, rounded, MADV_HUGEPAGE);  // advice only; fine if refused
+  }
+  ~Buffer() { std::free(ptr_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct Options {
+  std::vector<std::string> params{"64M", "256M"};
+  std::vector<int> threads{1, 2};
+  std::vector<std::string> paths;
+  std::string optimizer = "adamw";
+  std::string gradType = "fp32";
+  std::string copy = "none";
+  int steps = 5;
+  bool torch = true;
+  bool json = false;
+  std::string python = ZRT_TORCH_PYTHON;
+};
+
+struct Row {
+  std::string path;
+  std::size_t params;
+  int threads;
+  double seconds;  // medians
+  double rooflineSeconds;
+  double rooflineFraction;  // median over turns of roofline time / step time
+  std::optional<double> torchSeconds;
+  double bestSeconds;  // fastest step seen
+  double bestRooflineSeconds;
+  std::optional<double> bestTorchSeconds;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+template <class Fn>
+double timeOnce(Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Fills the state with plausible values (parameters ~1, gradients ~1e-2, moments 0), in
+// parallel so the pages land wherever the kernels' threads run.
+void fill(const AdamState& s) {
+  auto* g32 = static_cast<float*>(const_cast<void*>(s.grad));
+  auto* g16 = static_cast<std::uint16_t*>(const_cast<void*>(s.grad));
+  const auto n = static_cast<std::int64_t>(s.size);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<std::uint32_t>(i) * 2654435761u;
+    const float x = static_cast<float>(u >> 8) * (1.0f / 16777216.0f) - 0.5f;  // [-0.5, 0.5)
+    s.param[i] = 2.0f * x;
+    s.expAvg[i] = 0.0f;
+    s.expAvgSq[i] = 0.0f;
+    const float g = 0.02f * x;
+    switch (s.gradType) {
+      case DType::F32:
+        g32[i] = g;
+        break;
+      case DType::F16:
+        g16[i] = floatToHalf(g);
+        break;
+      case DType::BF16:
+        g16[i] = floatToBf16(g);
+        break;
+    }
+    if (s.paramCopy)
+      std::memset(static_cast<char*>(s.paramCopy) + i * dtypeSize(s.copyType), 0,
+                  dtypeSize(s.copyType));
+  }
+}
+
+// torch.optim's AdamW/Adam with foreach=True on one flat tensor of n parameters; prints
+// {"torch": version, "seconds_per_step": median}. fp32 gradients: torch's CPU optimizers need
+// the gradient in the parameter's dtype.
+constexpr const char* kTorchScript = R"PY(
+import json, statistics, sys, time
+try:
+    import torch
+except ImportError as err:
+    sys.exit(f"cannot import torch ({err}): install Debian's python3-torch (scripts/install-deps.sh)")
+kind, n, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+p = torch.nn.Parameter(torch.empty(n).uniform_(-1, 1))
+p.grad = torch.empty(n).uniform_(-1e-2, 1e-2)
+cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+opt = cls([p], lr=1e-3, weight_decay=0.01, foreach=True)
+opt.step()  # creates the state
+times = []
+for _ in range(steps):
+    t0 = time.perf_counter()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+print(json.dumps({"torch": torch.__version__, "seconds_per_step": statistics.median(times),
+                  "best_seconds_per_step": min(times)}))
+)PY";
+
+struct TorchResult {
+  double seconds;
+  double bestSeconds;
+  std::string version;
+};
+
+TorchResult runTorch(const Options& o, std::size_t n, int threads) {
+  namespace fs = std::filesystem;
+  const fs::path script =
+      fs::temp_directory_path() / ("zrt_optim_bench_" + std::to_string(::getpid()) + ".py");
+  std::ofstream(script) << kTorchScript;
+  const std::string cmd = o.python + " " + script.string() + " " + o.optimizer + " " +
+                          std::to_string(n) + " " + std::to_string(threads) + " " +
+                          std::to_string(o.steps);
+  std::string out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) ZRT_THROW(Error, "zrt-optim-bench: cannot run `", cmd, "`");
+  char buf[4096];
+  while (std::size_t got = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, got);
+  const int status = ::pclose(pipe);
+  fs::remove(script);
+  if (status != 0) {
+    ZRT_THROW(Error, "zrt-optim-bench: torch run `", cmd, "` failed (status ", status,
+              "); install python3-torch (scripts/install-deps.sh), point --python at an "
+              "interpreter with torch, or pass --no-torch");
+  }
+  try {
+    const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
+    return {j.at("seconds_per_step").get<double>(), j.at("best_seconds_per_step").get<double>(),
+            j.at("torch").get<std::string>()};
+  } catch (const std::exception& e) {
+    ZRT_THROW(Error, "zrt-optim-bench: cannot read torch's output '", out, "': ", e.what());
+  }
+}
+
+int run(const Options& o) {
+  const DType gradType = parseDType(o.gradType);
+  const bool copy = o.copy != "none";
+  const DType copyType = copy ? parseDType(o.copy) : DType::F16;
+  if (o.optimizer != "adam" && o.optimizer != "adamw") {
+    ZRT_THROW(InvalidArgument, "--optimizer must be adam or adamw, got '", o.optimizer, "'");
+  }
+  std::vector<Isa> paths;
+  if (o.paths.empty()) {
+    const std::vector<Isa> all = supportedIsas();  // narrowest first; list the widest first
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (*it != Isa::Scalar) paths.push_back(*it);
+    }
+    if (paths.empty()) paths.push_back(Isa::Scalar);
+  } else {
+    for (const auto& p : o.paths) paths.push_back(resolveIsa(parseIsa(p, "--paths")));
+  }
+  for (int t : o.threads) {
+    if (t < 1) ZRT_THROW(InvalidArgument, "--threads: each count must be >= 1, got ", t);
+  }
+  const std::size_t bytesPerParam =
+      4 * 3 * 2 + dtypeSize(gradType) + (copy ? dtypeSize(copyType) : 0);
+
+  std::string torchVersion;
+  std::vector<Row> rows;
+  for (const std::string& text : o.params) {
+    const std::size_t n = parseBytes(text, "--params");
+    if (n == 0) ZRT_THROW(InvalidArgument, "--params: counts must be > 0, got '", text, "'");
+    std::vector<Row> sizeRows;
+    {
+      Buffer p(n * 4), m(n * 4), v(n * 4), g(n * dtypeSize(gradType));
+      std::optional<Buffer> c;
+      if (copy) c.emplace(n * dtypeSize(copyType));
+      AdamState s{p.as<float>(), m.as<float>(),
+                  v.as<float>(), g.as<void>(),
+                  gradType,      c ? c->as<void>() : nullptr,
+                  copyType,      n};
+      fill(s);
+      AdamHyper h;
+      h.weightDecay = 0.01;
+      h.decoupledWeightDecay = o.optimizer == "adamw";
+      for (int threads : o.threads) {
+        // One warm-up of each, then timed turns.
+        adamRoofline(s, 0, n, {paths.front(), threads});
+        for (Isa isa : paths) adamStep(h, s, {isa, threads}), ++h.step;
+        std::vector<double> roof;
+        std::vector<std::vector<double>> perPath(paths.size());
+        for (int k = 0; k < o.steps; ++k) {
+          roof.push_back(timeOnce([&] { adamRoofline(s, 0, n, {paths.front(), threads}); }));
+          for (std::size_t i = 0; i < paths.size(); ++i) {
+            perPath[i].push_back(timeOnce([&] { adamStep(h, s, {paths[i], threads}); }));
+            ++h.step;
+          }
+        }
+        for (std::size_t i = 0; i < paths.size(); ++i) {
+          // Each turn's roofline and step ran back to back; their ratio is the least noisy.
+          std::vector<double> ratios;
+          for (std::size_t k = 0; k < roof.size(); ++k) ratios.push_back(roof[k] / perPath[i][k]);
+          sizeRows.push_back(Row{std::string(nameOf(paths[i])), n, threads, median(perPath[i]),
+                                 median(roof), median(ratios), std::nullopt,
+                                 *std::min_element(perPath[i].begin(), perPath[i].end()),
+                                 *std::min_element(roof.begin(), roof.end()), std::nullopt});
+        }
+      }
+    }  // the state is freed before torch allocates its own
+    if (o.torch) {
+      for (int threads : o.threads) {
+        const TorchResult t = runTorch(o, n, threads);
+        torchVersion = t.version;
+        for (Row& r : sizeRows) {
+          if (r.threads == threads) {
+            r.torchSeconds = t.seconds;
+            r.bestTorchSeconds = t.bestSeconds;
+          }
+        }
+      }
+    }
+    rows.insert(rows.end(), sizeRows.begin(), sizeRows.end());
+  }
+
+  if (o.json) {
+    for (const Row& r : rows) {
+      const double bytes = static_cast<double>(bytesPerParam) * static_cast<double>(r.params);
+      nlohmann::ordered_json j;
+      j["optimizer"] = o.optimizer;
+      j["path"] = r.path;
+      j["params"] = r.params;
+      j["threads"] = r.threads;
+      j["grad_dtype"] = o.gradType;
+      j["copy"] = o.copy;
+      j["bytes_per_param"] = bytesPerParam;
+      j["seconds_per_step"] = r.seconds;
+      j["params_per_s"] = static_cast<double>(r.params) / r.seconds;
+      j["gbps"] = bytes / r.seconds / 1e9;
+      j["roofline_gbps"] = bytes / r.rooflineSeconds / 1e9;
+      j["roofline_fraction"] = r.rooflineFraction;
+      j["torch_seconds_per_step"] =
+          r.torchSeconds ? nlohmann::ordered_json(*r.torchSeconds) : nullptr;
+      j["speedup_vs_torch"] =
+          r.torchSeconds ? nlohmann::ordered_json(*r.torchSeconds / r.seconds) : nullptr;
+      j["best_seconds_per_step"] = r.bestSeconds;
+      j["best_roofline_fraction"] = r.bestRooflineSeconds / r.bestSeconds;
+      j["best_torch_seconds_per_step"] =
+          r.bestTorchSeconds ? nlohmann::ordered_json(*r.bestTorchSeconds) : nullptr;
+      j["torch_version"] = torchVersion.empty() ? nlohmann::ordered_json(nullptr)
+                                                : nlohmann::ordered_json(torchVersion);
+      std::printf("%s\n", j.dump().c_str());
+    }
+    return 0;
+  }
+  std::printf(
+      "zrt-optim-bench: %s, grad %s, copy %s, %zu bytes/param moved, median of %d steps; "
+      "torch %s %s(foreach=True), fp32 grads\n",
+      o.optimizer.c_str(), o.gradType.c_str(), o.copy.c_str(), bytesPerParam, o.steps,
+      o.torch ? torchVersion.c_str() : "(not run)", o.optimizer == "adamw" ? "AdamW" : "Adam");
+  std::printf("%-7s %11s %7s %10s %9s %7s %9s %8s %10s %8s\n", "path", "params", "threads",
+              "s/step", "Gparam/s", "GB/s", "roof GB/s", "of roof", "torch s", "vs torch");
+  for (const Row& r : rows) {
+    const double bytes = static_cast<double>(bytesPerParam) * static_cast<double>(r.params);
+    char torchCol[32] = "-", speedCol[32] = "-";
+    if (r.torchSeconds) {
+      std::snprintf(torchCol, sizeof torchCol, "%.4f", *r.torchSeconds);
+      std::snprintf(speedCol, sizeof speedCol, "%.2fx", *r.torchSeconds / r.seconds);
+    }
+    std::printf("%-7s %11zu %7d %10.4f %9.3f %7.2f %9.2f %8.3f %10s %8s\n", r.path.c_str(),
+                r.params, r.threads, r.seconds, static_cast<double>(r.params) / r.seconds / 1e9,
+                bytes / r.seconds / 1e9, bytes / r.rooflineSeconds / 1e9, r.rooflineFraction,
+                torchCol, speedCol);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Times the CPU Adam/AdamW step per SIMD path against a roofline kernel and "
+      "torch.optim's AdamW(foreach=True) in the same run"};
+  Options o;
+  app.add_option("--params", o.params, "parameter counts (K/M/G are binary: 64M = 2^26)")
+      ->delimiter(',');
+  app.add_option("--threads", o.threads, "thread counts")->delimiter(',');
+  app.add_option("--paths", o.paths,
+                 "paths to time: avx512, avx2, scalar (default: every SIMD path)")
+      ->delimiter(',');
+  app.add_option("--optimizer", o.optimizer, "adam or adamw");
+  app.add_option("--grad-dtype", o.gradType, "gradient dtype: fp32, fp16 or bf16");
+  app.add_option("--copy", o.copy, "parameter copy written in the same pass: none, fp16, bf16");
+  app.add_option("--steps", o.steps, "timed steps per measurement (median reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("!--no-torch", o.torch, "skip the torch comparison");
+  app.add_option("--python", o.python, "interpreter with torch");
+  app.add_flag("--json", o.json, "one JSON object per line instead of the table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return run(o);
+  } catch (const zrt::InvalidArgument& e) {
+    std::fprintf(stderr, "zrt-optim-bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-optim-bench: %s\n", e.what());
+    return 1;
+  }
+}

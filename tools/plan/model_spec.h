@@ -1,0 +1,80 @@
+// What zrt-plan knows about a model: its parameter tensors (name, shape, trainable or frozen)
+// and, when given, its transformer shape for the activation estimate. Built from a parameter
+// count ("7B"), a transformer shape (12·L·h² + V·h parameters) or a ZRT checkpoint manifest
+// (docs/plan.md defines the format), and turned into its LoRA variant by addLora().
+// Plain data and pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "partition/model_states.h"
+
+namespace zrt::plan {
+
+struct TensorSpec {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  bool trainable = true;
+  std::uint64_t numel() const;
+};
+
+// A decoder-only transformer as Korthikanti et al. describe it: L layers of hidden size h with a
+// heads, a vocabulary of V tokens, an MLP of 4h, input and output embeddings tied.
+struct TransformerShape {
+  std::uint64_t layers = 0;
+  std::uint64_t hidden = 0;
+  std::uint64_t heads = 0;
+  std::uint64_t vocab = 0;
+};
+
+struct ModelSpec {
+  std::vector<TensorSpec> tensors;
+  std::optional<TransformerShape> shape;  // absent: activations cannot be estimated
+  std::string source;                     // how the model was described, for the report
+  // LoRA, when addLora() made this spec.
+  std::uint64_t loraRank = 0;
+  std::vector<std::string> loraTargets;
+  std::uint64_t loraAdaptedTensors = 0;  // per model; adapters per layer = this / layers
+
+  std::uint64_t trainableParams() const;
+  std::uint64_t frozenParams() const;
+  std::uint64_t totalParams() const { return trainableParams() + frozenParams(); }
+  std::uint64_t largestTensor() const;
+  // The model-state allocator's view: names, element counts, trainable or not.
+  std::vector<ParamTensor> paramTensors() const;
+};
+
+// "7e9", "7B", "1.3b", "350M", "125k", "7000000000": K = 1e3, M = 1e6, B or G = 1e9, T = 1e12.
+// Throws InvalidArgument naming `flag` on anything else, or on zero.
+std::uint64_t parseParamCount(std::string_view text, std::string_view flag = "--params");
+
+// 12·L·h² + V·h: per layer 4h² of attention projections (q, k, v, o) and 8h² of MLP (h→4h→h),
+// plus one tied embedding of V·h. Biases, norms and position embeddings are left out.
+std::uint64_t transformerParamCount(const TransformerShape& shape);
+
+// One tensor per parameter group, named as a manifest would name them:
+// embed.weight [V,h]; layers.<i>.attn.{q,k,v,o}.weight [h,h]; layers.<i>.mlp.fc1.weight [4h,h];
+// layers.<i>.mlp.fc2.weight [h,4h].
+ModelSpec fromTransformerShape(const TransformerShape& shape);
+
+// A model known only by its parameter count: a single flat tensor.
+ModelSpec fromParamCount(std::uint64_t params, std::string source);
+
+// Reads a checkpoint manifest (docs/plan.md): {"format": "zrt-manifest", "version": 1,
+// "tensors": [{"name", "shape", optional "dtype", optional "trainable"}], optional "model":
+// {"layers", "hidden", "heads", "vocab"}}. Throws InvalidArgument naming the file and the entry.
+ModelSpec readManifest(const std::filesystem::path& file);
+ModelSpec parseManifest(const std::string& text, const std::string& source);
+
+// The LoRA variant: every existing tensor frozen; for each 2-D tensor [d_out, d_in] whose name
+// has a dot-separated part equal to a target (or to target + "_proj"), two trainable adapters
+// lora_A [r, d_in] and lora_B [d_out, r]: r·(d_in + d_out) parameters, 2·r·(d_in + d_out) bytes
+// in 16-bit. Throws InvalidArgument when r is 0 or no tensor matches.
+ModelSpec addLora(const ModelSpec& base, std::uint64_t rank, const std::vector<std::string>& targets);
+
+}  // namespace zrt::plan

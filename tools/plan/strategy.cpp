@@ -1,0 +1,249 @@
+#include "tools/plan/strategy.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "runtime/error.h"
+#include "runtime/units.h"
+
+namespace zrt::plan {
+
+std::string Strategy::id() const {
+  std::string s = detail::cat("z", stage);
+  if (offloadOptimizer != OffloadDevice::None || offloadParam != OffloadDevice::None) {
+    s += detail::cat("-", nameOf(offloadOptimizer));
+    if (offloadParam != OffloadDevice::None) s += detail::cat("+", nameOf(offloadParam));
+  }
+  if (checkpointing) s += "-ckpt";
+  if (lora) s += "-lora";
+  return s;
+}
+
+std::string Strategy::describe() const {
+  return detail::cat("ZeRO stage ", stage, ", offload_optimizer ", nameOf(offloadOptimizer),
+                     ", offload_param ", nameOf(offloadParam),
+                     ", activation checkpointing ", checkpointing ? "on" : "off", ", LoRA ",
+                     lora ? "on" : "off", ", micro-batch ", microBatch, " x ", gradAccum,
+                     " accumulation steps");
+}
+
+namespace {
+
+std::string gb(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
+  ZRT_ENFORCE(!s.lora || in.loraModel.has_value(), "LoRA strategy without a LoRA model");
+  const ModelSpec& model = s.lora ? *in.loraModel : in.model;
+  const Hardware& hw = in.hardware;
+  const Training& tr = in.training;
+
+  Evaluation e;
+  e.strategy = s;
+  e.trainable = model.trainableParams();
+  e.frozen = model.frozenParams();
+
+  ModelStateInputs ms;
+  ms.trainable = e.trainable;
+  ms.frozen = e.frozen;
+  ms.stage = s.stage;
+  ms.worldSize = hw.worldSize;
+  ms.rank = 0;
+  ms.precision = tr.precision;
+  ms.optimizer = tr.optimizer;
+  ms.sgdMomentum = tr.sgdMomentum;
+  ms.offloadOptimizer = s.offloadOptimizer;
+  ms.pinOptimizer = tr.zero.offload_optimizer.pin_memory;
+  ms.offloadParam = s.offloadParam;
+  ms.pinParam = tr.zero.offload_param.pin_memory;
+  e.ledger = modelStateBytes(ms);
+  e.padded = paddedSizes(ms);
+  e.k = optimizerBytesPerParam(optimizerStateSpec(
+      tr.optimizer, tr.sgdMomentum, tr.precision, s.offloadOptimizer != OffloadDevice::None));
+
+  if (model.shape) {
+    e.activationsKnown = true;
+    ActivationInputs ai;
+    ai.shape = *model.shape;
+    ai.seqLen = tr.seqLen;
+    ai.microBatch = s.microBatch;
+    ai.precision = tr.precision;
+    ai.checkpointing = s.checkpointing;
+    ai.flashAttention = tr.flashAttention;
+    ai.loraRank = model.loraRank;
+    ai.loraAdaptersPerLayer = model.shape->layers ? model.loraAdaptedTensors / model.shape->layers : 0;
+    e.ledger.add(Purpose::Activations, MemPlace::Device, activationBytes(ai));
+  }
+
+  BufferInputs bi;
+  bi.padded = e.padded;
+  bi.largestTensor = model.largestTensor();
+  bi.stage = s.stage;
+  bi.precision = tr.precision;
+  bi.offloadOptimizer = s.offloadOptimizer;
+  bi.offloadParam = s.offloadParam;
+  bi.zero = tr.zero;
+  bi.overlapComm = tr.overlapComm.value_or(s.stage == 3);
+  const PlanLedger buffers = bufferBytes(bi);
+  for (int p = 0; p < kNumPurposes; ++p)
+    for (int pl = 0; pl < kNumMemPlaces; ++pl)
+      e.ledger.cells[p][pl] += buffers.cells[p][pl];
+  e.ledger.add(Purpose::Reserve, MemPlace::Device, hw.reserveBytes);
+
+  const std::uint64_t device = e.ledger.total(MemPlace::Device);
+  const std::uint64_t hostNode = e.ledger.hostTotal() * static_cast<std::uint64_t>(hw.ranksPerNode);
+  const std::uint64_t nvmeNode = e.ledger.total(MemPlace::Nvme) * static_cast<std::uint64_t>(hw.ranksPerNode);
+  e.fitsDevice = device <= hw.deviceBytes;
+  e.fitsHost = hostNode <= hw.hostBytes;
+  e.fitsNvme = nvmeNode <= hw.nvmeBytes;
+  if (!e.fitsDevice)
+    e.problems.push_back(detail::cat("device needs ", gb(device), " per rank, has ", gb(hw.deviceBytes)));
+  if (!e.fitsHost)
+    e.problems.push_back(detail::cat("host needs ", gb(hostNode), " per node, has ", gb(hw.hostBytes)));
+  if (!e.fitsNvme)
+    e.problems.push_back(detail::cat("NVMe needs ", gb(nvmeNode), " per node, has ", gb(hw.nvmeBytes),
+                                     hw.nvmeBytes == 0 ? " (give --nvme)" : ""));
+
+  StepTimeInputs ti;
+  ti.padded = e.padded;
+  ti.trainable = e.trainable;
+  ti.total = e.trainable + e.frozen;
+  ti.tokensPerStep = s.microBatch * s.gradAccum * tr.seqLen;
+  ti.gradAccum = s.gradAccum;
+  ti.stage = s.stage;
+  ti.checkpointing = s.checkpointing;
+  ti.precision = tr.precision;
+  ti.optimizerBytesPerParam = e.k;
+  ti.offloadOptimizer = s.offloadOptimizer;
+  ti.offloadParam = s.offloadParam;
+  ti.hardware = hw;
+  e.time = stepTime(ti);
+  return e;
+}
+
+std::string_view leverName(int level) {
+  switch (level) {
+    case kNoChange: return "no change";
+    case kAccumulation: return "smaller micro-batch with gradient accumulation";
+    case kCheckpointing: return "activation checkpointing";
+    case kStage12: return "ZeRO stage 1/2 across ranks";
+    case kStage3: return "ZeRO stage 3";
+    case kCpuOffload: return "CPU offload";
+    case kNvmeOffload: return "NVMe offload";
+    case kAdapters: return "frozen base with LoRA adapters";
+    default: break;
+  }
+  return "?";
+}
+
+namespace {
+
+int offloadRank(OffloadDevice d) {
+  return d == OffloadDevice::None ? 0 : d == OffloadDevice::Cpu ? 1 : 2;
+}
+
+}  // namespace
+
+int leverLevel(const Strategy& base, const Strategy& s) {
+  // Any change of a setting counts as pulling that setting's lever, also a change back (a lower
+  // stage, offload removed): only the current strategy itself is "no change".
+  int level = kNoChange;
+  if (s.checkpointing != base.checkpointing) level = std::max(level, int(kCheckpointing));
+  if (s.stage != base.stage) level = std::max(level, s.stage == 3 ? int(kStage3) : int(kStage12));
+  if (s.offloadOptimizer != base.offloadOptimizer || s.offloadParam != base.offloadParam) {
+    const int off = std::max(offloadRank(s.offloadOptimizer), offloadRank(s.offloadParam));
+    level = std::max(level, off == 2 ? int(kNvmeOffload) : int(kCpuOffload));
+  }
+  if (s.lora != base.lora) level = std::max(level, int(kAdapters));
+  return level;
+}
+
+std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
+  struct Off {
+    int minStage;
+    OffloadDevice opt, param;
+  };
+  const Off offs[] = {{0, OffloadDevice::None, OffloadDevice::None},
+                      {1, OffloadDevice::Cpu, OffloadDevice::None},
+                      {3, OffloadDevice::Cpu, OffloadDevice::Cpu},
+                      {3, OffloadDevice::Nvme, OffloadDevice::None},  // NVMe needs stage 3
+                      {3, OffloadDevice::Nvme, OffloadDevice::Nvme}};
+  const bool shapes = in.model.shape.has_value();
+  std::vector<Strategy> out;
+  auto push = [&](const Strategy& s) {
+    for (const auto& o : out)
+      if (o.id() == s.id()) return;
+    out.push_back(s);
+  };
+  for (int lora = 0; lora <= (in.loraModel ? 1 : 0); ++lora)
+    for (int ckpt = 0; ckpt <= (shapes ? 1 : 0); ++ckpt)
+      for (int stage = 0; stage <= 3; ++stage)
+        for (const Off& o : offs) {
+          if (stage < o.minStage) continue;
+          Strategy s = in.baseline;
+          s.stage = stage;
+          s.offloadOptimizer = o.opt;
+          s.offloadParam = o.param;
+          s.checkpointing = ckpt != 0;
+          s.lora = lora != 0;
+          push(s);
+        }
+  push(in.baseline);
+  std::stable_sort(out.begin(), out.end(), [](const Strategy& a, const Strategy& b) {
+    return std::tuple(a.lora, a.checkpointing, a.stage) < std::tuple(b.lora, b.checkpointing, b.stage);
+  });
+  return out;
+}
+
+Plan makePlan(const PlanInputs& in) {
+  validateOffload(in.baseline.stage, in.baseline.offloadOptimizer, in.baseline.offloadParam);
+  ZRT_ENFORCE(in.baseline.microBatch >= 1 && in.baseline.gradAccum >= 1);
+  Plan plan;
+  plan.inputs = in;
+  plan.baseline = evaluate(in, in.baseline);
+  const double baseTime = plan.baseline.time.total();
+
+  for (const Strategy& s : candidateStrategies(in)) {
+    Candidate c;
+    c.given = evaluate(in, s);
+    c.level = leverLevel(in.baseline, s);
+    // Smaller micro-batches that divide the given one keep the global batch exact.
+    for (std::uint64_t m = s.microBatch; m >= 1; --m) {
+      if (s.microBatch % m != 0) continue;
+      Strategy t = s;
+      t.microBatch = m;
+      t.gradAccum = s.gradAccum * (s.microBatch / m);
+      Evaluation e = m == s.microBatch ? c.given : evaluate(in, t);
+      if (e.fits()) {
+        if (m != s.microBatch) c.level = std::max(c.level, int(kAccumulation));
+        c.slowdown = baseTime > 0 ? e.time.total() / baseTime - 1 : 0;
+        c.fitting = std::move(e);
+        break;
+      }
+    }
+    plan.candidates.push_back(std::move(c));
+  }
+
+  for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
+    const Candidate& c = plan.candidates[i];
+    if (!c.fitting) continue;
+    if (!plan.recommended) {
+      plan.recommended = i;
+      continue;
+    }
+    const Candidate& r = plan.candidates[*plan.recommended];
+    auto key = [](const Candidate& x) {
+      return std::tuple(x.level, x.slowdown, -static_cast<double>(x.fitting->strategy.microBatch),
+                        x.fitting->ledger.total(MemPlace::Device));
+    };
+    if (key(c) < key(r)) plan.recommended = i;
+  }
+  return plan;
+}
+
+}  // namespace zrt::plan
