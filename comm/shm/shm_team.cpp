@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "comm/mpi_check.h"
 #include "runtime/error.h"
@@ -17,6 +18,8 @@ namespace {
 
 // MPI places segments of a shared window only 8-byte aligned; every process maps the window at
 // a page boundary, so rounding each segment up to 64 bytes lands on the same bytes everywhere.
+constexpr unsigned kYields = 64;
+
 char* align64(char* p) {
   return reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(p) + 63) & ~std::uintptr_t{63});
 }
@@ -95,14 +98,17 @@ void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char
     if (r == localRank_) continue;
     std::atomic<std::uint64_t>& peer = control(r).epoch;
     // Waits for local rank r to reach this barrier: a short spin (it is usually close behind),
-    // then sched_yield so a rank that shares our core gets to run.
+    // then sched_yield so a rank that shares our core gets to run, then short sleeps so a
+    // caller's thread computing beside this one is not starved of the core while a slower peer
+    // computes.
     for (unsigned spins = 0; peer.load(std::memory_order_acquire) < target; ++spins) {
       if (spins < 256) {
         _mm_pause();
         continue;
       }
-      sched_yield();
-      if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
+      if (spins < 256 + kYields) sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if ((spins & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
         std::string missing;
         for (int q = 0; q < localSize_; ++q) {
           if (control(q).epoch.load(std::memory_order_acquire) < target)

@@ -21,41 +21,86 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One layer's backward: the host idles (sleep: the work is on an accelerator) or burns the CPU.
-void compute(double seconds, bool spin) {
-  if (!spin) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    return;
-  }
-  const auto t0 = Clock::now();
+// A fixed amount of floating-point work (so a slowed-down CPU shows as a longer backward).
+double spinWork(long iters) {
   volatile double x = 1.0;
-  while (since(t0) < seconds)
-    for (int i = 0; i < 256; ++i) x = x * 1.0000001 + 1e-9;
+  for (long i = 0; i < iters; ++i) x = x * 1.0000001 + 1e-9;
+  return x;
 }
 
+// How one layer computes: sleeping (the host idle, as while a GPU computes) for `seconds`, or
+// `iters` of spinWork, calibrated to take `seconds` on an idle machine.
+struct Compute {
+  bool spin = false;
+  double seconds = 0;
+  long iters = 0;
+  void run() const {
+    if (spin) spinWork(iters);
+    else if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+};
+
+long calibrateSpin(double seconds) {
+  long iters = 1 << 16;
+  for (;;) {
+    const auto t0 = Clock::now();
+    spinWork(iters);
+    const double t = since(t0);
+    if (t > 0.02 || iters > (1L << 40)) return std::max(1L, static_cast<long>(iters * seconds / t));
+    iters *= 4;
+  }
+}
+
+// A communicator that moves nothing and completes at once: the same backward through it costs
+// what the backward costs without communication (layers, bucket copies, bookkeeping).
+class NoComm final : public comm::Communicator {
+ public:
+  NoComm(int rank, int size) : rank_(rank), size_(size), stats_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backendName() const override { return "none"; }
+  comm::Work post(comm::Collective op) override {
+    comm::validate(op, rank_, size_);
+    return comm::Work();
+  }
+  const comm::CommStats& stats() const override { return stats_; }
+  comm::CommStats& stats() override { return stats_; }
+
+ private:
+  int rank_, size_;
+  comm::CommStats stats_;
+};
+
 struct Pass {
-  double backward = 0, comm = 0, exposed = 0;
+  double backward = 0, baseline = 0, comm = 0, exposed = 0, waited = 0;
 };
 
 // One simulated backward: layers from last to first, each computing, then announcing its
-// gradient. Returns the slowest rank's backward and communication times and its exposed part.
-Pass backward(comm::MpiCommunicator& c, comm::GradientBucketer& b,
-              const std::vector<std::vector<float>>& grads, double perLayer, bool spin,
-              MPI_Comm sync) {
+// gradient. Returns the wall time, the operations' time and the time blocked in the bucketer;
+// the slowest rank's of each.
+Pass backward(comm::Communicator& c, comm::GradientBucketer& b,
+              const std::vector<std::vector<float>>& grads, const Compute& work, MPI_Comm sync) {
   c.stats().reset();
   ZRT_CHECK_MPI(MPI_Barrier(sync));
   const auto t0 = Clock::now();
   b.beginBackward();
   for (std::size_t l = grads.size(); l-- > 0;) {
-    compute(perLayer, spin);
+    work.run();
     b.gradientReady(l, grads[l].data());
   }
   b.finishBackward();
+  const double wall = since(t0);
   Pass p;
-  p.backward = maxOverRanks(since(t0), sync);
+  p.backward = maxOverRanks(wall, sync);
   p.comm = maxOverRanks(c.stats().get(comm::OpKind::ReduceScatter).seconds, sync);
-  p.exposed = maxOverRanks(b.exposedSeconds(), sync);
+  p.waited = maxOverRanks(b.exposedSeconds(), sync);
   return p;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
@@ -67,71 +112,93 @@ void runOverlap(const BenchOptions& o) {
   const std::vector<std::size_t> numels(static_cast<std::size_t>(o.layers), numel);
   std::vector<std::vector<float>> grads(numels.size(), std::vector<float>(numel));
   for (std::size_t l = 0; l < grads.size(); ++l)
-    for (std::size_t i = 0; i < numel; ++i) grads[l][i] = static_cast<float>((i + l + static_cast<std::size_t>(o.rank)) % 13);
+    for (std::size_t i = 0; i < numel; ++i)
+      grads[l][i] = static_cast<float>((i + l + static_cast<std::size_t>(o.rank)) % 13);
   std::vector<std::string> modes;
   if (o.compute == "sleep" || o.compute == "both") modes.push_back("sleep");
   if (o.compute == "spin" || o.compute == "both") modes.push_back("spin");
+  constexpr int kRounds = 7;
 
   if (o.rank == 0 && !o.json)
-    std::printf("# overlap: stage-2 bucketed reduce-scatter (fp32), %d layers x %s, one layer per "
-                "bucket; each layer computes as long as one bucket's reduce-scatter takes alone; "
-                "means of 4 passes after a warm-up (slowest rank of each)\n"
-                "%-5s %-6s %-12s %11s %9s %11s %12s %7s\n",
-                o.layers, formatBytes(o.layerBytes).c_str(), "path", "compute", "overlap_comm",
-                "backward_ms", "comm_ms", "exposed_ms", "exposed/comm", "hidden");
+    std::printf(
+        "# overlap: stage-2 bucketed reduce-scatter (fp32), %d layers x %s, one layer per bucket;"
+        " each layer computes as long as one bucket's reduce-scatter takes alone.\n"
+        "# %d rounds, each running the backward without communication, with overlap_comm off and"
+        " on, and the buckets' communication alone; medians over rounds (slowest rank each time).\n"
+        "# comm_ms: the buckets' reduce-scatters alone (no compute, synchronous); exposed_ms: the"
+        " backward's time minus the same backward without communication (no_comm_ms: layers and"
+        " bucket copies); hidden = 1 - exposed/comm; waited_ms: time blocked in the bucketer\n"
+        "%-5s %-6s %-12s %11s %10s %9s %11s %12s %8s %9s\n",
+        o.layers, formatBytes(o.layerBytes).c_str(), kRounds, "path", "compute", "overlap_comm",
+        "backward_ms", "no_comm_ms", "comm_ms", "exposed_ms", "exposed/comm", "hidden",
+        "waited_ms");
   for (const std::string& path : o.paths) {
     comm::CommOptions co = comm::CommOptions::fromEnvironment();
     co.path = comm::parseCommPath(path);
     comm::MpiCommunicator c(MPI_COMM_WORLD, co);
+    NoComm none(o.rank, o.size);
     comm::GradientBucketerOptions bo;
     bo.stage = 2;
     bo.reduceBucketSize = numel;
     bo.dtype = DType::F32;
-    // Calibration: the buckets alone, synchronously, no compute.
     bo.overlapComm = false;
-    double perBucket = 0;
-    {
-      comm::GradientBucketer b(c, numels, bo);
-      backward(c, b, grads, 0, false, sync);  // warm-up
-      Pass p = backward(c, b, grads, 0, false, sync);
-      perBucket = p.comm / o.layers;
-    }
+    comm::GradientBucketer syncB(c, numels, bo), noneB(none, numels, bo);
+    bo.overlapComm = true;
+    comm::GradientBucketer overlapB(c, numels, bo);
+
+    // One bucket's reduce-scatter alone: the median of a few synchronous backwards without
+    // compute (after a warm-up).
+    backward(c, syncB, grads, Compute{}, sync);
+    std::vector<double> calib;
+    for (int rep = 0; rep < 5; ++rep) calib.push_back(backward(c, syncB, grads, Compute{}, sync).comm);
+    const double perBucket = median(calib) / o.layers;
+    // The same spin work on every rank: rank 0's calibration.
+    double itersD = static_cast<double>(calibrateSpin(perBucket));
+    ZRT_CHECK_MPI(MPI_Bcast(&itersD, 1, MPI_DOUBLE, 0, sync));
+
     for (const std::string& mode : modes) {
-      for (bool overlapComm : {false, true}) {
-        bo.overlapComm = overlapComm;
-        comm::GradientBucketer b(c, numels, bo);
-        backward(c, b, grads, perBucket, mode == "spin", sync);  // warm-up
-        // Means over several passes (no pass picked out).
-        Pass mean;
-        constexpr int kPasses = 4;
-        for (int rep = 0; rep < kPasses; ++rep) {
-          const Pass p = backward(c, b, grads, perBucket, mode == "spin", sync);
-          mean.backward += p.backward / kPasses;
-          mean.comm += p.comm / kPasses;
-          mean.exposed += p.exposed / kPasses;
+      const Compute work{mode == "spin", perBucket, static_cast<long>(itersD)};
+      std::vector<double> commAlone, base, wall[2], exposed[2], waited[2];
+      backward(none, noneB, grads, work, sync);  // warm-ups
+      backward(c, overlapB, grads, work, sync);
+      for (int round = 0; round < kRounds; ++round) {
+        commAlone.push_back(backward(c, syncB, grads, Compute{}, sync).comm);
+        const double b = backward(none, noneB, grads, work, sync).backward;
+        base.push_back(b);
+        for (int ov = 0; ov < 2; ++ov) {
+          const Pass p = backward(c, ov ? overlapB : syncB, grads, work, sync);
+          wall[ov].push_back(p.backward);
+          exposed[ov].push_back(std::max(0.0, p.backward - b));
+          waited[ov].push_back(p.waited);
         }
-        if (o.rank != 0) continue;
-        const double fraction = mean.comm > 0 ? mean.exposed / mean.comm : 0;
+      }
+      if (o.rank != 0) continue;
+      const double commMs = median(commAlone) * 1e3;
+      for (int ov = 0; ov < 2; ++ov) {
+        const double exposedMs = median(exposed[ov]) * 1e3;
+        const double fraction = commMs > 0 ? exposedMs / commMs : 0;
         if (o.json) {
           nlohmann::json j = {{"op", "overlap_reduce_scatter"},
                               {"path", path},
                               {"compute", mode},
-                              {"overlap_comm", overlapComm},
+                              {"overlap_comm", ov == 1},
                               {"ranks", o.size},
                               {"layers", o.layers},
                               {"bucket_bytes", numel * sizeof(float)},
                               {"compute_per_layer_ms", perBucket * 1e3},
-                              {"backward_ms", mean.backward * 1e3},
-                              {"comm_ms", mean.comm * 1e3},
-                              {"exposed_ms", mean.exposed * 1e3},
+                              {"backward_ms", median(wall[ov]) * 1e3},
+                              {"no_comm_backward_ms", median(base) * 1e3},
+                              {"comm_ms", commMs},
+                              {"exposed_ms", exposedMs},
+                              {"waited_ms", median(waited[ov]) * 1e3},
                               {"exposed_fraction", fraction},
                               {"hidden_fraction", 1 - fraction}};
           std::printf("%s\n", j.dump().c_str());
         } else {
-          std::printf("%-5s %-6s %-12s %11.2f %9.2f %11.2f %12.3f %6.1f%%   (compute %.2f ms/layer)\n",
-                      path.c_str(), mode.c_str(), overlapComm ? "true" : "false",
-                      mean.backward * 1e3, mean.comm * 1e3, mean.exposed * 1e3, fraction,
-                      100 * (1 - fraction), perBucket * 1e3);
+          std::printf("%-5s %-6s %-12s %11.2f %10.2f %9.2f %11.2f %12.3f %7.1f%% %9.2f\n",
+                      path.c_str(), mode.c_str(), ov ? "true" : "false", median(wall[ov]) * 1e3,
+                      median(base) * 1e3, commMs, exposedMs, fraction, 100 * (1 - fraction),
+                      median(waited[ov]) * 1e3);
         }
         std::fflush(stdout);
       }
