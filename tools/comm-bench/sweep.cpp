@@ -192,9 +192,9 @@ bool runSweep(const BenchOptions& o) {
         const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
         return maxOverRanks(s, world);
       };
-      // Two rounds of every implementation, interleaved; the best of the two for each.
+      // Three rounds of every implementation, interleaved; the best of the three for each.
       std::map<std::string, double> best;
-      for (int round = 0; round < 2; ++round) {
+      for (int round = 0; round < 3; ++round) {
         const double raw = time([&] { rawMpi(kind, b, o.dtype, ops, world); });
         best["raw"] = round == 0 ? raw : std::min(best["raw"], raw);
         for (const Impl& im : impls) {
