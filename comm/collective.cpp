@@ -94,45 +94,44 @@ bool overlaps(const void* a, std::size_t aBytes, const void* b, std::size_t bByt
 }  // namespace
 
 void validate(const Collective& op, int rank, int worldSize) {
-  const std::string what = describe(op);
   if (worldSize < 1 || rank < 0 || rank >= worldSize)
-    ZRT_THROW(InvalidArgument, what, ": rank ", rank, " outside a world of ", worldSize);
+    ZRT_THROW(InvalidArgument, describe(op), ": rank ", rank, " outside a world of ", worldSize);
   const std::size_t es = dtypeSize(op.dtype);
   switch (op.kind) {
     case OpKind::Barrier: return;
     case OpKind::Broadcast:
       if (op.root < 0 || op.root >= worldSize)
-        ZRT_THROW(InvalidArgument, what, ": root ", op.root, " outside a world of ", worldSize);
+        ZRT_THROW(InvalidArgument, describe(op), ": root ", op.root, " outside a world of ", worldSize);
       if (op.count > 0 && op.recv == nullptr)
-        ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": null buffer");
+        ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": null buffer");
       return;
     case OpKind::AllReduce:
       if (op.count > 0 && (op.send == nullptr || op.recv == nullptr))
-        ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": null buffer");
+        ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": null buffer");
       if (op.send != op.recv && overlaps(op.send, op.count * es, op.recv, op.count * es))
-        ZRT_THROW(InvalidArgument, what, " on rank ", rank,
+        ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank,
                   ": send and recv overlap without being the same buffer");
       return;
     case OpKind::ReduceScatter:
     case OpKind::AllGather: break;
   }
   if (op.counts.size() != static_cast<std::size_t>(worldSize))
-    ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": ", op.counts.size(),
+    ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": ", op.counts.size(),
               " per-rank counts given for a world of ", worldSize);
   const std::size_t total = totalCount(op);
   const std::size_t mine = op.counts[static_cast<std::size_t>(rank)];
   if (op.kind == OpKind::ReduceScatter) {
     if ((total > 0 && op.send == nullptr) || (mine > 0 && op.recv == nullptr))
-      ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": null buffer");
+      ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": null buffer");
     if (!isInPlace(op, rank) && overlaps(op.send, total * es, op.recv, mine * es))
-      ZRT_THROW(InvalidArgument, what, " on rank ", rank,
+      ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank,
                 ": recv overlaps send but is not this rank's segment of it (in place)");
     return;
   }
   // AllGather
   if (!op.displs.empty()) {
     if (op.displs.size() != op.counts.size())
-      ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": ", op.displs.size(),
+      ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": ", op.displs.size(),
                 " displacements for ", op.counts.size(), " counts");
     std::vector<int> order(op.counts.size());
     std::iota(order.begin(), order.end(), 0);
@@ -140,16 +139,16 @@ void validate(const Collective& op, int rank, int worldSize) {
     for (std::size_t i = 1; i < order.size(); ++i) {
       const int a = order[i - 1], b = order[i];
       if (op.counts[a] > 0 && op.counts[b] > 0 && op.displs[a] + op.counts[a] > op.displs[b])
-        ZRT_THROW(InvalidArgument, what, ": the output segments of ranks ", a, " and ", b,
+        ZRT_THROW(InvalidArgument, describe(op), ": the output segments of ranks ", a, " and ", b,
                   " overlap (displacement ", op.displs[a], " + count ", op.counts[a], " > ",
                   op.displs[b], ")");
     }
   }
   const std::size_t extent = recvExtent(op);
   if ((mine > 0 && op.send == nullptr) || (extent > 0 && op.recv == nullptr))
-    ZRT_THROW(InvalidArgument, what, " on rank ", rank, ": null buffer");
+    ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank, ": null buffer");
   if (!isInPlace(op, rank) && overlaps(op.send, mine * es, op.recv, extent * es))
-    ZRT_THROW(InvalidArgument, what, " on rank ", rank,
+    ZRT_THROW(InvalidArgument, describe(op), " on rank ", rank,
               ": send overlaps recv but is not this rank's segment of it (in place)");
 }
 

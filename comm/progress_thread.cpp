@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "runtime/error.h"
+#include "runtime/units.h"
 
 namespace zrt::comm {
 
@@ -20,10 +21,15 @@ ProgressThread::~ProgressThread() {
 
 std::shared_ptr<WorkState> ProgressThread::makeState(const Collective& op, std::uint64_t seq,
                                                      std::string_view path) {
-  std::string text = detail::cat(nameOf(op.kind), " #", seq, " (");
-  if (op.kind != OpKind::Barrier) text += describe(op).substr(nameOf(op.kind).size() + 1) + ", ";
-  text += detail::cat("path ", path.empty() ? "-" : path, ")");
-  return std::make_shared<WorkState>(std::move(text));
+  // `path` names a static string; the text is built only if someone asks for it.
+  const OpKind kind = op.kind;
+  const DType dtype = op.dtype;
+  const std::uint64_t bytes = opBytes(op);
+  return std::make_shared<WorkState>([kind, dtype, bytes, seq, path]() -> std::string {
+    std::string text = detail::cat(nameOf(kind), " #", seq, " (");
+    if (kind != OpKind::Barrier) text += detail::cat(formatBytes(bytes), " ", nameOf(dtype), ", ");
+    return text + detail::cat("path ", path.empty() ? "-" : path, ")");
+  });
 }
 
 Work ProgressThread::enqueue(Collective op, std::string_view path) {
@@ -59,7 +65,7 @@ ProgressThread::Snapshot ProgressThread::snapshot() const {
 void ProgressThread::drain() {
   std::unique_lock lock(mu_);
   // Waits for the queue to empty and the last operation to finish (execute() notifies).
-  cv_.wait(lock, [&] { return queue_.empty() && !snap_.running; });
+  idleCv_.wait(lock, [&] { return queue_.empty() && !snap_.running; });
 }
 
 void ProgressThread::markStarted(const Item& item) {
@@ -67,7 +73,7 @@ void ProgressThread::markStarted(const Item& item) {
   snap_.running = true;
   snap_.kind = item.op.kind;
   snap_.bytes = opBytes(item.op);
-  snap_.description = item.state->description();
+  snap_.work = item.state;
   snap_.since = std::chrono::steady_clock::now();
 }
 
@@ -87,7 +93,10 @@ void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {
   lock.lock();
   snap_.completed = item.seq;
   snap_.running = false;
-  cv_.notify_all();  // a blocking caller may be waiting for the thread to go idle
+  idleCv_.notify_all();  // drain() may be waiting
+  // The thread waits while an inline operation runs; wake it only if work arrived meanwhile
+  // (a needless wake-up costs a context switch per small blocking call).
+  if (!queue_.empty()) cv_.notify_all();
 }
 
 void ProgressThread::run() {

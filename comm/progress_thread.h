@@ -49,7 +49,7 @@ class ProgressThread {
     bool running = false;         // an operation is in flight
     OpKind kind = OpKind::Barrier;
     std::uint64_t bytes = 0;
-    std::string description;      // "allReduce #3 (4.00 KiB fp32, path shm)"
+    std::shared_ptr<WorkState> work;  // its description(): "allReduce #3 (4.00 KiB fp32, path shm)"
     std::chrono::steady_clock::time_point since{};
   };
   Snapshot snapshot() const;
@@ -73,7 +73,8 @@ class ProgressThread {
   Runner runner_;
   CommStats& stats_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;      // work for the thread
+  std::condition_variable idleCv_;  // an operation finished (drain)
   std::deque<Item> queue_;
   bool stop_ = false;
   Snapshot snap_;

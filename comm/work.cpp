@@ -8,6 +8,15 @@
 
 namespace zrt::comm {
 
+std::string WorkState::description() {
+  std::lock_guard lock(mu_);
+  if (describe_) {
+    description_ = describe_();
+    describe_ = nullptr;
+  }
+  return description_;
+}
+
 void WorkState::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
@@ -61,6 +70,10 @@ void WorkState::wait(std::chrono::milliseconds timeout) {
   if (!done_) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (describe_) {
+      description_ = describe_();
+      describe_ = nullptr;
+    }
     ZRT_THROW(TimeoutError, description_, " not complete after waiting ", waited, " s");
   }
   if (error_) std::rethrow_exception(error_);

@@ -27,6 +27,9 @@ namespace zrt::comm {
 class WorkState {
  public:
   explicit WorkState(std::string description) : description_(std::move(description)) {}
+  // The description is built only when someone asks (errors, reports): formatting costs more
+  // than a small collective.
+  explicit WorkState(std::function<std::string()> describe) : describe_(std::move(describe)) {}
 
   // Marks the operation finished, failed when `error` is set. Later calls are ignored.
   void finish(std::exception_ptr error = nullptr);
@@ -38,13 +41,14 @@ class WorkState {
   bool isCompleted();
   void wait(std::chrono::milliseconds timeout);
   std::exception_ptr exception();
-  const std::string& description() const { return description_; }
+  std::string description();
   Event* event() const { return event_.get(); }
 
  private:
   void pollDevice();  // under mu_
 
-  const std::string description_;
+  std::string description_;
+  std::function<std::string()> describe_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -67,7 +71,7 @@ class Work {
   }
   // The failure of a finished operation; null while running or after success.
   std::exception_ptr exception() const { return state_ ? state_->exception() : nullptr; }
-  std::string description() const { return state_ ? state_->description() : "no-op"; }
+  std::string description() const { return state_ ? state_->description() : std::string("no-op"); }
   // The device event that marks completion (NCCL); null for host work.
   Event* deviceEvent() const { return state_ ? state_->event() : nullptr; }
 

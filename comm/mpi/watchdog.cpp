@@ -79,7 +79,7 @@ void Watchdog::run() {
         const std::string report = diagnose(snap);
         if (progress_.snapshot().completed >= snap.started) {
           // It finished while the peers were being asked: slow, not stuck.
-          logWarning(detail::cat(snap.description, " completed only after the ",
+          logWarning(detail::cat(snap.work->description(), " completed only after the ",
                                  fmt1(timeout_.count() / 1000.0), " s timeout"));
         } else if (onTimeout_) {
           onTimeout_(report);
@@ -166,7 +166,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
     const auto u = static_cast<std::size_t>(p);
     std::string line;
     if (p == rank_) {
-      line = detail::cat("rank ", p, ": running ", op.description, " for ",
+      line = detail::cat("rank ", p, ": running ", op.work->description(), " for ",
                          fmt1(secondsSince(op.since)), " s");
     } else if (!answered[u]) {
       MPI_Cancel(&recvs[u]);
@@ -197,7 +197,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
   }
   for (auto& q : queries)
     if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
-  return detail::cat("collective timeout: ", op.description, " (", op.bytes,
+  return detail::cat("collective timeout: ", op.work->description(), " (", op.bytes,
                      " bytes) has not completed after ", fmt1(secondsSince(op.since)),
                      " s on rank ", rank_, " (timeout ", fmt1(timeout_.count() / 1000.0),
                      " s); ranks that had not arrived: ", notArrived.empty() ? "none" : notArrived,

@@ -143,7 +143,8 @@ bool runSweep(const BenchOptions& o) {
   if (me == 0 && !o.json) {
     std::printf("# zrt-comm-bench: %d rank(s), %d node(s), %s, iters %d (at most %s moved per "
                 "size and implementation), warmup %d\n",
-                n, comms.begin()->second->numNodes(), std::string(nameOf(o.dtype)).c_str(), o.iters,
+                n, (comms.count("shm") ? comms["shm"] : comms.begin()->second)->numNodes(),
+                std::string(nameOf(o.dtype)).c_str(), o.iters,
                 formatBytes(o.itersBytesCap).c_str(), o.warmup);
     if (comms.count("shm") && !shmReal)
       std::printf("# no node holds several ranks: the shm rows run the MPI path\n");
