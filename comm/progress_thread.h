@@ -2,8 +2,8 @@
 // dedicated thread, so the thread that posted them keeps computing while they progress (the
 // MPI backend's "real progress"). It numbers operations (1, 2, ... per communicator), times
 // them into CommStats, completes their Work, and publishes what is in flight for the watchdog.
-// Thread-safety: enqueue() and snapshot() may be called from any thread; the runner runs only on
-// the progress thread.
+// Thread-safety: every method may be called from any thread. The runner runs on the progress
+// thread, or on a caller's thread inside runBlocking(), never two operations at once.
 #pragma once
 
 #include <atomic>
