@@ -30,7 +30,7 @@ fi
 
 step "zrt-io: an offloaded optimizer step's I/O pattern on this disk, every byte verified"
 "$build/tools/io/zrt-io" --path "$work" --size 256M --pattern swap --ranks 2 --tile-size 8M
-"$build/tools/io/zrt-io" --path "$work" --size 64M --verify --quiet
+"$build/tools/io/zrt-io" --path "$work" --size 64M --verify
 
 step "zrt-optim-bench: CPU AdamW per SIMD path against the roofline and torch.optim.AdamW"
 "$build/tools/optim-bench/zrt-optim-bench" --params 16M --threads 1 2 --steps 5
