@@ -6,7 +6,9 @@
 #     count as n_np<R> and started with mpirun; root and oversubscribe flags are added here.
 
 execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
-set(ZRT_MPIEXEC_FLAGS --oversubscribe)
+# --bind-to none: each rank runs helper threads (communication progress, copy engines, I/O
+# rings); bound to one core, they would queue behind the rank's own compute.
+set(ZRT_MPIEXEC_FLAGS --oversubscribe --bind-to none)
 if(ZRT_UID STREQUAL "0")
   list(APPEND ZRT_MPIEXEC_FLAGS --allow-run-as-root)
 endif()
