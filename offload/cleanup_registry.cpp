@@ -64,7 +64,8 @@ void atExit() { cleanupAll(); }
 
 // Installs the handler, chaining to whatever is installed now. Called at every registration:
 // a library or framework that set its own handler after ours (MPI, a test runner) is then
-// chained behind ours instead of silently replacing it.
+// chained behind ours instead of silently replacing it. Throws Error naming the call that
+// failed (the directories would otherwise silently outlive a Ctrl-C).
 void install() {
   static std::mutex mu;
   static bool atexitDone = false;
@@ -73,10 +74,17 @@ void install() {
   sigset_t block, old;
   sigemptyset(&block);
   for (int sig : kSignals) sigaddset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &block, &old); rc != 0)
+    ZRT_THROW(Error, "cleanup registry: pthread_sigmask(SIG_BLOCK) failed: ", std::strerror(rc));
+  int failedSig = 0;
+  int failedErr = 0;
+  for (std::size_t i = 0; i < std::size(kSignals) && failedSig == 0; ++i) {
     struct sigaction current {};
-    sigaction(kSignals[i], nullptr, &current);
+    if (sigaction(kSignals[i], nullptr, &current) != 0) {
+      failedSig = kSignals[i];
+      failedErr = errno;
+      break;
+    }
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == onSignal) continue;
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
     gPrevious[i] = current;
@@ -84,11 +92,20 @@ void install() {
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(kSignals[i], &sa, nullptr);
+    if (sigaction(kSignals[i], &sa, nullptr) != 0) {
+      failedSig = kSignals[i];
+      failedErr = errno;
+    }
   }
+  // Restoring the mask this thread had cannot fail with a valid `how` and set.
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (failedSig != 0) {
+    ZRT_THROW(Error, "cleanup registry: sigaction(", strsignal(failedSig),
+              ") failed: ", std::strerror(failedErr));
+  }
   if (!atexitDone) {
-    std::atexit(atExit);
+    if (std::atexit(atExit) != 0)
+      ZRT_THROW(Error, "cleanup registry: atexit() refused the swap-directory cleanup hook");
     atexitDone = true;
   }
 }

@@ -15,7 +15,8 @@
 namespace zrt::offload {
 
 // Returns a slot id for unregisterDirectory. Installs the signal handlers and the atexit hook
-// on first use. Throws Error when all slots are taken or the path is too long.
+// on first use. Throws Error when all slots are taken, the path is too long, or the handlers
+// cannot be installed.
 int registerCleanupDirectory(const std::filesystem::path& dir);
 void unregisterCleanupDirectory(int slot);
 
