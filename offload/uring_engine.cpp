@@ -11,6 +11,7 @@
 #include "offload/file_descriptor.h"
 #include "offload/uring_check.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace zrt::offload {
 namespace {
@@ -197,9 +198,19 @@ void UringEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
 
 void UringEngine::wake() {
   const std::uint64_t one = 1;
-  // Best effort: the eventfd counter only saturates after 2^64-2 wake-ups nobody reaped.
-  ssize_t ignored = ::write(impl_->wakeFd.get(), &one, sizeof(one));
-  (void)ignored;
+  // The eventfd is blocking, so the write cannot answer EAGAIN (its counter would have to reach
+  // 2^64-2 first); a signal is retried. Anything else is a broken descriptor: say so once, and
+  // the ring still finds the new work when its reap times out.
+  for (;;) {
+    if (::write(impl_->wakeFd.get(), &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one)))
+      return;
+    if (errno == EINTR) continue;
+    warnOnce("uring-wake", zrt::detail::cat("waking an io_uring ring (write to eventfd ",
+                                            impl_->wakeFd.get(), ") failed: ",
+                                            std::strerror(errno),
+                                            "; new requests wait for the ring's next time-out"));
+    return;
+  }
 }
 
 }  // namespace zrt::offload
