@@ -3,37 +3,24 @@
 namespace zrt::offload {
 
 QueueResult NullEngine::queue(IoUnit& unit) {
-  if (staged_.size() + finished_.size() >= depth_) return QueueResult::Busy;
+  if (outstanding_ >= depth_) return QueueResult::Busy;
   staged_.push_back(&unit);
+  ++outstanding_;
   return QueueResult::Queued;
 }
 
 void NullEngine::commit() {
-  for (IoUnit* unit : staged_) {
-    unit->result = static_cast<std::int64_t>(unit->len);
-    finished_.push_back(unit);
-  }
+  for (IoUnit* unit : staged_) unit->result = static_cast<std::int64_t>(unit->len);
+  completed_.push(staged_);
   staged_.clear();
 }
 
 void NullEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
                       std::vector<IoUnit*>& done) {
-  if (finished_.size() < minEvents) {
-    std::unique_lock lock(mu_);
-    // Nothing committed can finish later; only a wake-up or the timeout ends this wait.
-    cv_.wait_for(lock, timeout, [&] { return woken_; });
-    woken_ = false;
-  }
-  done.insert(done.end(), finished_.begin(), finished_.end());
-  finished_.clear();
+  // Everything committed is already finished: a wait here ends only on wake() or the timeout.
+  outstanding_ -= completed_.take(minEvents, timeout, done);
 }
 
-void NullEngine::wake() {
-  {
-    std::lock_guard lock(mu_);
-    woken_ = true;
-  }
-  cv_.notify_one();
-}
+void NullEngine::wake() { completed_.wake(); }
 
 }  // namespace zrt::offload

@@ -3,9 +3,7 @@
 // completion) without a disk. Thread-safety: as IoEngine.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-
+#include "offload/completion_queue.h"
 #include "offload/io_engine.h"
 
 namespace zrt::offload {
@@ -24,11 +22,9 @@ class NullEngine final : public IoEngine {
 
  private:
   std::size_t depth_;
-  std::vector<IoUnit*> staged_;    // driving thread only
-  std::vector<IoUnit*> finished_;  // driving thread only
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool woken_ = false;  // guarded by mu_
+  std::vector<IoUnit*> staged_;  // driving thread only
+  std::size_t outstanding_ = 0;  // queued or finished, not yet reaped; driving thread only
+  CompletionQueue completed_;
 };
 
 }  // namespace zrt::offload

@@ -5,8 +5,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
-#include <condition_variable>
-#include <mutex>
+
+#include "offload/completion_queue.h"
 
 namespace zrt::offload {
 namespace {
@@ -32,10 +32,7 @@ struct ThreadPoolEngine::Impl {
   boost::asio::thread_pool pool;
   std::vector<IoUnit*> staged;  // queued, not committed; driving thread only
   std::size_t outstanding = 0;  // driving thread only
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<IoUnit*> finished;  // guarded by mu
-  bool woken = false;             // guarded by mu
+  CompletionQueue completed;    // filled by the pool threads
 };
 
 ThreadPoolEngine::ThreadPoolEngine(std::size_t depth) : impl_(std::make_unique<Impl>(depth)) {}
@@ -56,11 +53,7 @@ void ThreadPoolEngine::commit() {
   for (IoUnit* unit : impl->staged) {
     boost::asio::post(impl->pool, [impl, unit] {
       unit->result = transferOnce(*unit);
-      {
-        std::lock_guard lock(impl->mu);
-        impl->finished.push_back(unit);
-      }
-      impl->cv.notify_one();
+      impl->completed.push(unit);
     });
   }
   impl->staged.clear();
@@ -68,22 +61,9 @@ void ThreadPoolEngine::commit() {
 
 void ThreadPoolEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
                             std::vector<IoUnit*>& done) {
-  std::unique_lock lock(impl_->mu);
-  // Waits for pool threads to finish `minEvents` units, or for wake().
-  impl_->cv.wait_for(lock, timeout,
-                     [&] { return impl_->finished.size() >= minEvents || impl_->woken; });
-  impl_->woken = false;
-  impl_->outstanding -= impl_->finished.size();
-  done.insert(done.end(), impl_->finished.begin(), impl_->finished.end());
-  impl_->finished.clear();
+  impl_->outstanding -= impl_->completed.take(minEvents, timeout, done);
 }
 
-void ThreadPoolEngine::wake() {
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->woken = true;
-  }
-  impl_->cv.notify_one();
-}
+void ThreadPoolEngine::wake() { impl_->completed.wake(); }
 
 }  // namespace zrt::offload
