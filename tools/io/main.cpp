@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "io_benchmark.h"
 #include "runtime/build_config.h"
@@ -63,6 +64,22 @@ std::vector<int> intList(const std::vector<std::string>& items, const char* flag
   }
   if (out.empty()) ZRT_THROW(InvalidArgument, flag, ": empty list");
   return out;
+}
+
+// --tune prints an aio section meant to be pasted into a config, so every setting it may print
+// must be one the config reader accepts (docs/config.md: block_size a multiple of 4096, ...);
+// the engine itself takes more (512-byte multiples), which plain runs and sweeps may use.
+void checkTunable(std::uint64_t blockSize, int queueDepth, int threads) {
+  const nlohmann::json section = {{"aio",
+                                   {{"block_size", blockSize},
+                                    {"queue_depth", queueDepth},
+                                    {"intra_op_parallelism", threads}}}};
+  try {
+    parseConfig(section.dump(), "--tune", 1);
+  } catch (const ConfigError& e) {
+    ZRT_THROW(InvalidArgument, "--tune prints an aio section for a config, but a config would "
+                               "refuse this setting: ", e.path(), ": ", e.problem());
+  }
 }
 
 std::vector<bool> onOffList(const std::vector<std::string>& items, const char* flag) {
@@ -224,6 +241,7 @@ int main(int argc, char** argv) {
               probe.queue_depth = q;
               probe.intra_op_parallelism = t;
               offload::validate(probe);
+              if (tune) checkTunable(b, q, t);
               configs.push_back(c);
             }
     if (configs.size() > 1 && !sweep && !tune)
