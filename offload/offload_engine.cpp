@@ -262,8 +262,10 @@ void OffloadEngine::Impl::buildPiece(IoRequest& req, Piece& p) const {
   p.retries = 0;
   p.start = Clock::now();
   if (pos < req.directLen) {
-    // Cut at block_size boundaries of the file offset (as fio does) and at stripe ends.
-    const std::uint64_t block = options.block_size;
+    // Cut at block_size boundaries of the file offset (as fio does) and at stripe ends. Under
+    // O_DIRECT the block is rounded up to the logical block size: a 512-byte or 6 KiB block on
+    // a 4 KiB-sector drive would otherwise give transfers the kernel refuses (EINVAL).
+    const std::uint64_t block = alignUp(options.block_size, p.align);
     const std::uint64_t n = std::min<std::uint64_t>(
         {block - abs % block, req.directLen - pos, loc.contiguous});
     p.buf = req.buf + pos;
