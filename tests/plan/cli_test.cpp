@@ -304,6 +304,19 @@ TEST_CASE("--config: the current strategy, precision and buckets come from the f
   CHECK(written["zero_optimization"]["contiguous_gradients"] == true);
   CHECK_NOTHROW(zrt::loadConfig(out, 4));
 
+  // Comments are allowed in configs (the config reader allows them, as DeepSpeed's loader
+  // does), in --config as everywhere, --write-config included.
+  const auto commented = dir.write("commented.json", R"({
+    // ZeRO-2 on four ranks
+    "zero_optimization": {"stage": 2, /* as trained now */ "reduce_bucket_size": 2e8}})");
+  const auto out2 = dir.path / "out2.json";
+  const Result c = run(kShape + std::vector<std::string>{"--world-size", "4", "--config", commented.string(),
+                                                         "--json", "--write-config", out2.string()});
+  CHECK(c.code == 0);
+  CHECK(c.err.find("zrt-plan: wrote") != std::string::npos);
+  if (c.code == 0) CHECK(nlohmann::json::parse(c.out)["baseline"] == "z2");
+  CHECK_NOTHROW(zrt::loadConfig(out2, 4));
+
   // A bad config names the file and the key.
   const auto bad = dir.write("bad.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket_sise": 5}})");
   const Result b = run({"--params", "7B", "--config", bad.string()});
