@@ -121,6 +121,16 @@ TEST_CASE("bad input: a clear message naming the flag, exit 2") {
       {{"--manifest", "/nonexistent/m.json"}, "--manifest"},
       {{"--params", "7B", "--nvme-bench", "/nonexistent/io.json"}, "--nvme-bench"},
       {{"--params", "7B", "--bogus"}, "--bogus"},
+      // Sizes whose products overflow 64 bits, or a micro-batch whose divisors would take
+      // hours to try: an error, never a hang or a wrapped (small, wrong) figure.
+      {{"--params", "7B", "--micro-batch", "1000000000000"}, "--micro-batch"},
+      {{"--params", "7B", "--micro-batch", "16777216", "--grad-accum", "999999999999999999"},
+       "overflows 64 bits"},
+      {{"--layers", "1", "--hidden", "10000000000", "--heads", "1", "--vocab", "1"},
+       "12·L·h² + V·h overflows"},
+      {{"--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "100", "--seq-len",
+        "100000000000"},
+       "overflows 64 bits"},
       {{}, "--params"},
   };
   for (const Case& c : cases) {
@@ -155,6 +165,19 @@ TEST_CASE("a manifest, with LoRA on its projections") {
   const Result bad = run({"--manifest", broken.string()});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("broken.json: tensors[0]") != std::string::npos);
+
+  // Element counts that overflow 64 bits, in one tensor or summed over several.
+  const auto huge = dir.write("huge.json", R"({"tensors": [{"name": "a", "shape": [4294967296, 4294967296]}]})");
+  const Result h = run({"--manifest", huge.string()});
+  CHECK(h.code == 2);
+  CHECK(h.err.find("huge.json: tensors[0] (a)") != std::string::npos);
+  CHECK(h.err.find("overflows") != std::string::npos);
+  const auto many = dir.write("many.json", R"({"tensors": [{"name": "a", "shape": [4294967296, 4294967295]},
+                                                          {"name": "b", "shape": [4294967296, 4294967295]}]})");
+  const Result h2 = run({"--manifest", many.string()});
+  CHECK(h2.code == 2);
+  CHECK(h2.err.find("many.json") != std::string::npos);
+  CHECK(h2.err.find("overflows") != std::string::npos);
 }
 
 TEST_CASE("--nvme-bench takes the NVMe bandwidth from a zrt-io result file") {

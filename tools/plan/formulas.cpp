@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "partition/shard.h"
+#include "tools/plan/checked_math.h"
 #include "runtime/error.h"
 
 namespace zrt::plan {
@@ -144,18 +145,25 @@ double zeroPaperBytes(std::uint64_t psi, int stage, int worldSize, std::uint64_t
 
 std::uint64_t layerActivationBytes(const ActivationInputs& in) {
   const std::uint64_t s = in.seqLen, b = in.microBatch, h = in.shape.hidden, a = in.shape.heads;
-  const std::uint64_t bytes16 = 34 * s * b * h + (in.flashAttention ? 0 : 5 * a * s * s * b);
-  return in.precision == DType::F32 ? 2 * bytes16 : bytes16;
+  constexpr std::string_view what = "the activation estimate (sbh(34 + 5as/h))";
+  const std::uint64_t scale = in.precision == DType::F32 ? 2 : 1;
+  return checkedProduct(
+      {scale, checkedSum({checkedProduct({34, s, b, h}, what),
+                          in.flashAttention ? 0 : checkedProduct({5, a, s, s, b}, what)},
+                         what)},
+      what);
 }
 
 std::uint64_t activationBytes(const ActivationInputs& in) {
   const std::uint64_t s = in.seqLen, b = in.microBatch, h = in.shape.hidden, L = in.shape.layers;
+  constexpr std::string_view what = "the activation estimate";
   const std::uint64_t scale = in.precision == DType::F32 ? 2 : 1;
-  const std::uint64_t lora = scale * in.loraAdaptersPerLayer * 2 * s * b * in.loraRank;
-  const std::uint64_t layer = layerActivationBytes(in) + lora;
-  const std::uint64_t logits = 4 * s * b * in.shape.vocab;
-  if (!in.checkpointing) return L * layer + logits;
-  return L * scale * 2 * s * b * h + layer + logits;
+  const std::uint64_t lora =
+      checkedProduct({scale, in.loraAdaptersPerLayer, 2, s, b, in.loraRank}, what);
+  const std::uint64_t layer = checkedSum({layerActivationBytes(in), lora}, what);
+  const std::uint64_t logits = checkedProduct({4, s, b, in.shape.vocab}, what);
+  if (!in.checkpointing) return checkedSum({checkedProduct({L, layer}, what), logits}, what);
+  return checkedSum({checkedProduct({L, scale, 2, s, b, h}, what), layer, logits}, what);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------

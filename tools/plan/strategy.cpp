@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 #include "runtime/units.h"
+#include "tools/plan/checked_math.h"
 
 namespace zrt::plan {
 
@@ -113,7 +114,8 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ti.padded = e.padded;
   ti.trainable = e.trainable;
   ti.total = e.trainable + e.frozen;
-  ti.tokensPerStep = s.microBatch * s.gradAccum * tr.seqLen;
+  ti.tokensPerStep =
+      checkedProduct({s.microBatch, s.gradAccum, tr.seqLen}, "tokens per step (b·accumulation·s)");
   ti.gradAccum = s.gradAccum;
   ti.stage = s.stage;
   ti.checkpointing = s.checkpointing;
@@ -200,9 +202,32 @@ std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
   return out;
 }
 
+std::vector<std::uint64_t> divisorsDescending(std::uint64_t n) {
+  ZRT_ENFORCE(n >= 1, "divisorsDescending(0)");
+  std::vector<std::uint64_t> small, large;
+  // Pairs (d, n / d) with d <= sqrt(n): O(sqrt(n)) steps, not O(n).
+  for (std::uint64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
+  }
+  // `large` is already descending; `small` ascending.
+  large.insert(large.end(), small.rbegin(), small.rend());
+  return large;
+}
+
 Plan makePlan(const PlanInputs& in) {
   validateOffload(in.baseline.stage, in.baseline.offloadOptimizer, in.baseline.offloadParam);
   ZRT_ENFORCE(in.baseline.microBatch >= 1 && in.baseline.gradAccum >= 1);
+  if (in.baseline.microBatch > kMaxMicroBatch) {
+    ZRT_THROW(InvalidArgument, "micro-batch ", in.baseline.microBatch, " is above ", kMaxMicroBatch,
+              " sequences per rank, more than any device holds (--micro-batch or the config's "
+              "train_micro_batch_size_per_gpu)");
+  }
+  // The global batch in tokens must fit 64 bits: every accumulation split of it is evaluated.
+  checkedProduct({in.baseline.microBatch, in.baseline.gradAccum, in.training.seqLen,
+                  static_cast<std::uint64_t>(in.hardware.worldSize)},
+                 "the global batch in tokens (micro-batch · accumulation · sequence · ranks)");
   Plan plan;
   plan.inputs = in;
   plan.baseline = evaluate(in, in.baseline);
@@ -213,8 +238,7 @@ Plan makePlan(const PlanInputs& in) {
     c.given = evaluate(in, s);
     c.level = leverLevel(in.baseline, s);
     // Smaller micro-batches that divide the given one keep the global batch exact.
-    for (std::uint64_t m = s.microBatch; m >= 1; --m) {
-      if (s.microBatch % m != 0) continue;
+    for (const std::uint64_t m : divisorsDescending(s.microBatch)) {
       Strategy t = s;
       t.microBatch = m;
       t.gradAccum = s.gradAccum * (s.microBatch / m);

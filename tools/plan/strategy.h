@@ -77,6 +77,13 @@ struct Plan {
 // activations can be estimated) x adapters (when LoRA is considered), plus the baseline.
 std::vector<Strategy> candidateStrategies(const PlanInputs& in);
 
+// The largest micro-batch makePlan() takes (InvalidArgument above it): far above what any device
+// holds, and small enough that trying each of its divisors stays instant.
+inline constexpr std::uint64_t kMaxMicroBatch = std::uint64_t{1} << 24;
+
+// Every divisor of n >= 1, largest first (the micro-batches that keep the global batch exact).
+std::vector<std::uint64_t> divisorsDescending(std::uint64_t n);
+
 Plan makePlan(const PlanInputs& in);
 
 }  // namespace zrt::plan
