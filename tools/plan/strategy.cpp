@@ -1,10 +1,10 @@
 #include "tools/plan/strategy.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <tuple>
 
 #include "runtime/error.h"
-#include "runtime/units.h"
 #include "tools/plan/checked_math.h"
 
 namespace zrt::plan {
@@ -28,15 +28,11 @@ std::string Strategy::describe() const {
                      " accumulation steps");
 }
 
-namespace {
-
-std::string gb(std::uint64_t bytes) {
+std::string gigabytes(std::uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
   return buf;
 }
-
-}  // namespace
 
 Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ZRT_ENFORCE(!s.lora || in.loraModel.has_value(), "LoRA strategy without a LoRA model");
@@ -103,11 +99,11 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   e.fitsHost = hostNode <= hw.hostBytes;
   e.fitsNvme = nvmeNode <= hw.nvmeBytes;
   if (!e.fitsDevice)
-    e.problems.push_back(detail::cat("device needs ", gb(device), " per rank, has ", gb(hw.deviceBytes)));
+    e.problems.push_back(detail::cat("device needs ", gigabytes(device), " per rank, has ", gigabytes(hw.deviceBytes)));
   if (!e.fitsHost)
-    e.problems.push_back(detail::cat("host needs ", gb(hostNode), " per node, has ", gb(hw.hostBytes)));
+    e.problems.push_back(detail::cat("host needs ", gigabytes(hostNode), " per node, has ", gigabytes(hw.hostBytes)));
   if (!e.fitsNvme)
-    e.problems.push_back(detail::cat("NVMe needs ", gb(nvmeNode), " per node, has ", gb(hw.nvmeBytes),
+    e.problems.push_back(detail::cat("NVMe needs ", gigabytes(nvmeNode), " per node, has ", gigabytes(hw.nvmeBytes),
                                      hw.nvmeBytes == 0 ? " (give --nvme)" : ""));
 
   StepTimeInputs ti;

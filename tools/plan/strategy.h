@@ -41,6 +41,9 @@ struct Evaluation {
 // The ledger, fit and step time of one strategy.
 Evaluation evaluate(const PlanInputs& in, const Strategy& s);
 
+// "12.35 GB" (GB = 1e9 bytes, as the ZeRO paper counts); zrt-plan's unit in every message.
+std::string gigabytes(std::uint64_t bytes);
+
 // Lever levels in preference order; a strategy's level is the highest lever it pulls.
 enum Lever : int {
   kNoChange = 0,
