@@ -87,17 +87,10 @@ TEST_CASE("every stage and offload pairing: the ledger holds exactly the predict
                 mo.pinOptimizer = mo.pinParam = pin;
                 const auto tensors = smallModel(frozen);
 
+                // The planner is given the very options the allocator is, plus the counts.
                 ModelStateInputs in;
+                static_cast<ModelStateOptions&>(in) = mo;
                 for (const auto& t : tensors) (t.trainable ? in.trainable : in.frozen) += t.numel;
-                in.stage = stage;
-                in.worldSize = world;
-                in.rank = rank;
-                in.precision = precision;
-                in.optimizer = o.type;
-                in.sgdMomentum = o.momentum;
-                in.offloadOptimizer = opt;
-                in.offloadParam = param;
-                in.pinOptimizer = in.pinParam = pin;
                 MemoryLedger ledger("model states");
                 try {
                   const PlanLedger predicted = modelStateBytes(in);

@@ -49,19 +49,12 @@ struct PlanLedger {
 
 // ---- Model states -------------------------------------------------------------------------
 
-struct ModelStateInputs {
+// What the model-state allocator is given (partition/model_states.h: stage, ranks, dtype,
+// optimizer, offload and pinning), plus the parameter counts: the formulas take exactly the
+// settings ModelStates allocates from, so a prediction and an allocation cannot drift apart.
+struct ModelStateInputs : ModelStateOptions {
   std::uint64_t trainable = 0;  // Ψ: trainable parameters
   std::uint64_t frozen = 0;     // frozen parameters (LoRA base): 16-bit copies only
-  int stage = 0;
-  int worldSize = 1;
-  int rank = 0;
-  DType precision = DType::F16;
-  OptimizerType optimizer = OptimizerType::Adam;
-  bool sgdMomentum = false;
-  OffloadDevice offloadOptimizer = OffloadDevice::None;
-  bool pinOptimizer = false;
-  OffloadDevice offloadParam = OffloadDevice::None;
-  bool pinParam = false;
 };
 
 // The padded sizes the formulas use: Ψ' = paddedLength(Ψ, N', 32) with N' = partitionCount(stage,
