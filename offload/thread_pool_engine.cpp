@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <algorithm>
 #include <cerrno>
 
 #include "offload/completion_queue.h"
@@ -25,8 +26,12 @@ std::int64_t transferOnce(const IoUnit& unit) {
 
 }  // namespace
 
+// More blocking pread/pwrite threads than this buys no bandwidth, only memory and scheduling:
+// a queue depth above it (the config accepts up to 32768) queues the rest in the pool.
+constexpr std::size_t kMaxPoolThreads = 256;
+
 struct ThreadPoolEngine::Impl {
-  explicit Impl(std::size_t d) : depth(d), pool(d) {}
+  explicit Impl(std::size_t d) : depth(d), pool(std::min(d, kMaxPoolThreads)) {}
 
   std::size_t depth;
   boost::asio::thread_pool pool;

@@ -1,6 +1,6 @@
 // ThreadPoolEngine: the fallback I/O engine for kernels or sandboxes without io_uring. Each
-// committed unit runs as one pread/pwrite on a Boost.Asio thread pool of `depth` threads, so
-// `depth` transfers really are in flight at once.
+// committed unit runs as one pread/pwrite on a Boost.Asio thread pool of `depth` threads (at
+// most 256), so that many transfers really are in flight at once.
 // Thread-safety: as IoEngine (one driving thread; wake() from any thread).
 #pragma once
 
