@@ -41,12 +41,13 @@ PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_
     ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count (", count,
               ") and buffer_size (", bufferSize, ") must both be positive");
   std::uint64_t total = 0;
-  if (bufferSize > SIZE_MAX - 4095 ||
-      __builtin_mul_overflow(static_cast<std::uint64_t>(count), alignUp(bufferSize, 4096), &total)) {
+  if (bufferSize > SIZE_MAX - kPinnedBufferAlignment ||
+      __builtin_mul_overflow(static_cast<std::uint64_t>(count),
+                             alignUp(bufferSize, kPinnedBufferAlignment), &total)) {
     ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count ", count, " x buffer_size ",
               bufferSize, " overflows 64 bits");
   }
-  bufferSize_ = alignUp(bufferSize, 4096);
+  bufferSize_ = alignUp(bufferSize, kPinnedBufferAlignment);
   const bool memlock = device.kind() == DeviceKind::Host || registerWithUring;
   checkPinnedBudget(total,
                     zrt::detail::cat("pinned swap buffers (buffer_count ", count_,

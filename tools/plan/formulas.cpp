@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "offload/pinned_buffer_pool.h"
 #include "partition/shard.h"
 #include "tools/plan/checked_math.h"
 #include "runtime/error.h"
@@ -184,15 +185,23 @@ PlanLedger bufferBytes(const BufferInputs& in) {
         std::max(u(z.stage3_max_live_parameters) + u(z.stage3_prefetch_bucket_size), in.largestTensor);
     l.add(Purpose::GatheredParams, MemPlace::Device, std::min(all, live) * p);
   }
+  // Swap buffers come from offload's PinnedBufferPool, which rounds each one up to
+  // kPinnedBufferAlignment bytes.
+  auto pinnedBuffers = [](std::int64_t count, std::uint64_t bytes) {
+    const std::uint64_t a = offload::kPinnedBufferAlignment;
+    return checkedProduct({static_cast<std::uint64_t>(count), (bytes + a - 1) / a * a},
+                          "the swap buffers (buffer_count · buffer bytes)");
+  };
   if (in.offloadOptimizer == OffloadDevice::Nvme) {
     const std::uint64_t group = paddedLength(std::min(u(z.sub_group_size), in.padded.trainableShard), 1,
                                              kShardAlignElements);
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          static_cast<std::uint64_t>(z.offload_optimizer.buffer_count) * group * 4);
+          pinnedBuffers(z.offload_optimizer.buffer_count, group * 4));
   }
   if (in.offloadParam == OffloadDevice::Nvme) {
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          static_cast<std::uint64_t>(z.offload_param.buffer_count) * u(z.offload_param.buffer_size) * p);
+          pinnedBuffers(z.offload_param.buffer_count,
+                        checkedProduct({u(z.offload_param.buffer_size), p}, "offload_param.buffer_size · p")));
   }
   return l;
 }

@@ -127,8 +127,10 @@ struct BufferInputs {
 //   stage 3 gathered parameters (device):
 //       min(Ψ'_all, max(stage3_max_live_parameters + stage3_prefetch_bucket_size, largest)) · p
 //   optimizer swap buffers (pinned host, offload_optimizer nvme):
-//       buffer_count · align32(min(sub_group_size, Ψ'/N)) · 4
-//   parameter swap buffers (pinned host, offload_param nvme): buffer_count · buffer_size · p
+//       buffer_count · align4K(align32(min(sub_group_size, Ψ'/N)) · 4)
+//   parameter swap buffers (pinned host, offload_param nvme):
+//       buffer_count · align4K(buffer_size · p)
+// (align4K: the pinned buffer pool's rounding of each buffer to 4096 bytes).
 // Parameter all-gathers at stages 1-2 run in place in the parameter buffer (allgather_bucket_size
 // bounds their messages, not memory).
 PlanLedger bufferBytes(const BufferInputs& in);

@@ -416,11 +416,12 @@ std::string explain(const Plan& plan, const Evaluation& e) {
   }
   if (s.offloadOptimizer == OffloadDevice::Nvme) {
     o << "  " << pad("optimizer swap", 20, true) << "buffer_count " << z.offload_optimizer.buffer_count
-      << " · align32(min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard << "))·4\n";
+      << " · align4K(align32(min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
+      << "))·4)\n";
   }
   if (s.offloadParam == OffloadDevice::Nvme) {
     o << "  " << pad("parameter swap", 20, true) << "buffer_count " << z.offload_param.buffer_count
-      << " · buffer_size " << z.offload_param.buffer_size << " · " << p << "\n";
+      << " · align4K(buffer_size " << z.offload_param.buffer_size << " · " << p << ")\n";
   }
   if (l.get(Purpose::SwapBuffers, MemPlace::PinnedHost))
     o << line("swap buffers", "sum", l.get(Purpose::SwapBuffers, MemPlace::PinnedHost), "pinned host");
