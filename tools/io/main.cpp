@@ -171,10 +171,12 @@ int main(int argc, char** argv) {
     if (json && csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
     if (!configFile.empty()) {
       const Config cfg = loadConfig(configFile, 1);
-      if (app.count("--block-size") == 0) blockSizes = {std::to_string(cfg.aio.block_size)};
-      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(cfg.aio.queue_depth)};
-      if (app.count("--threads") == 0) threads = {std::to_string(cfg.aio.intra_op_parallelism)};
-      if (app.count("--single-submit") == 0) singleSubmit = cfg.aio.single_submit;
+      // The engine's reading of the aio section, as training will use it (use_gds warned about).
+      const offload::AioOptions aio = offload::aioOptionsFrom(cfg.aio);
+      if (app.count("--block-size") == 0) blockSizes = {std::to_string(aio.block_size)};
+      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(aio.queue_depth)};
+      if (app.count("--threads") == 0) threads = {std::to_string(aio.intra_op_parallelism)};
+      if (app.count("--single-submit") == 0) singleSubmit = aio.single_submit;
       if (paths.empty() && filenames.empty()) {
         const auto& zo = cfg.zero_optimization;
         paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
