@@ -4,8 +4,9 @@
 // still says "killed by SIGTERM" and an earlier handler still runs) and at exit() if their
 // owners have not removed them first. Swap directories register here. kill -9 cannot be
 // caught: docs/offload.md says how to find leftovers.
-// The handler is async-signal-safe: a fixed table of slots (64) with atomic states, and only
-// open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
+// The handler is async-signal-safe: a fixed table of slots (64) of lock-free atomics, read like
+// a seqlock (a path another thread is rewriting is skipped, never acted on half-written), and
+// only open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
 // alone (they do not end the process).
 // Thread-safety: registerDirectory/unregisterDirectory from any thread.
 #pragma once
