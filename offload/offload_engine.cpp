@@ -72,9 +72,9 @@ struct Ring {
 
 std::unique_ptr<IoEngine> makeEngine(EngineKind kind, std::size_t depth) {
   switch (kind) {
-    case EngineKind::IoUring: return std::make_unique<UringEngine>(depth);
-    case EngineKind::ThreadPool: return std::make_unique<ThreadPoolEngine>(depth);
-    case EngineKind::Null: return std::make_unique<NullEngine>(depth);
+    case EngineKind::IoUring: return makeUringEngine(depth);
+    case EngineKind::ThreadPool: return makeThreadPoolEngine(depth);
+    case EngineKind::Null: return makeNullEngine(depth);
     case EngineKind::Auto: break;
   }
   ZRT_THROW(Error, "makeEngine: unresolved engine kind");
@@ -82,7 +82,7 @@ std::unique_ptr<IoEngine> makeEngine(EngineKind kind, std::size_t depth) {
 
 EngineKind resolveKind(EngineKind asked) {
   if (asked == EngineKind::ThreadPool || asked == EngineKind::Null) return asked;
-  const int err = UringEngine::probe();
+  const int err = probeUring();
   if (err == 0) return EngineKind::IoUring;
   if (asked == EngineKind::IoUring) {
     ZRT_THROW_ERRNO(err, "the io_uring engine was asked for, but this kernel or sandbox refuses "
