@@ -232,6 +232,16 @@ TEST_CASE("bad pairings and ranks are refused") {
   mo.stage = 1;
   mo.offloadOptimizer = OffloadDevice::Nvme;  // NVMe needs stage 3, as DeepSpeed's ZeRO-Infinity
   CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains("nvme"), InvalidArgument);
+  // The allocator and the config reader apply one set of rules, in the same words.
+  const auto breach = offloadRuleBreach(mo.stage, mo.offloadOptimizer, mo.offloadParam);
+  REQUIRE(breach.has_value());
+  CHECK(breach->section == "offload_optimizer");
+  CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains(breach->problem.c_str()),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseConfig(R"({"zero_optimization": {"stage": 1, "offload_optimizer":
+                                      {"device": "nvme", "nvme_path": "/tmp"}}})",
+                                   "t.json", 1),
+                       doctest::Contains(breach->problem.c_str()), ConfigError);
   mo = {};
   mo.rank = 1;
   CHECK_THROWS_AS(ModelStates(*device, smallModel(false), mo), InvalidArgument);
