@@ -327,6 +327,36 @@ TEST_CASE("--config: the current strategy, precision and buckets come from the f
   CHECK(written["zero_optimization"]["contiguous_gradients"] == true);
   CHECK_NOTHROW(zrt::loadConfig(out, 4));
 
+  // DeepSpeed's deprecated cpu_offload stands for offload_optimizer: the written config says the
+  // strategy once, in the current form, whichever strategy is recommended.
+  const auto deprecated = dir.write("deprecated.json",
+                                    R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})");
+  // 24G: CPU offload recommended; 400G with --offload none: no offload (cpu_offload, kept,
+  // would have turned it back on).
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--device-mem", "24G"},
+        std::vector<std::string>{"--device-mem", "400G", "--offload", "none"}}) {
+    CAPTURE(extra[1]);
+    const auto out3 = dir.path / "out3.json";
+    std::vector<std::string> args = kShape;
+    for (const char* a : {"--world-size", "8", "--ranks-per-node", "8", "--host-mem", "1T"})
+      args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const std::string& a : {std::string("--config"), deprecated.string(), std::string("--json"),
+                                 std::string("--write-config"), out3.string()})
+      args.push_back(a);
+    const Result d = run(args);
+    REQUIRE(d.code == 0);
+    const auto plan3 = nlohmann::json::parse(d.out);
+    std::ifstream in3(out3);
+    const auto written3 = nlohmann::json::parse(in3);
+    CHECK_FALSE(written3["zero_optimization"].contains("cpu_offload"));
+    zrt::Config loaded;
+    REQUIRE_NOTHROW(loaded = zrt::loadConfig(out3, 8));
+    CHECK(std::string(zrt::nameOf(loaded.zero_optimization.offload_optimizer.device)) ==
+          plan3["recommendation"]["offload_optimizer"]);
+  }
+
   // Comments are allowed in configs (the config reader allows them, as DeepSpeed's loader
   // does), in --config as everywhere, --write-config included.
   const auto commented = dir.write("commented.json", R"({

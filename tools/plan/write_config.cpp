@@ -57,6 +57,10 @@ nlohmann::json strategyConfig(const Plan& plan, const Evaluation& chosen,
     z["stage3_prefetch_bucket_size"] = tr.zero.stage3_prefetch_bucket_size;
     z["stage3_max_live_parameters"] = tr.zero.stage3_max_live_parameters;
   }
+  // DeepSpeed's deprecated booleans stand for the offload sections written below: kept, they
+  // would clash with those (the config reader refuses both forms) or contradict the strategy.
+  z.erase("cpu_offload");
+  z.erase("cpu_offload_param");
   const nlohmann::json* oldOpt = z.contains("offload_optimizer") ? &z["offload_optimizer"] : nullptr;
   nlohmann::json opt = offloadSection(s.offloadOptimizer, tr.zero.offload_optimizer.pin_memory, oldOpt,
                                       options.nvmePath);
