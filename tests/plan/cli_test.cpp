@@ -357,6 +357,22 @@ TEST_CASE("--config: the current strategy, precision and buckets come from the f
           plan3["recommendation"]["offload_optimizer"]);
   }
 
+  // bfloat16 (DeepSpeed's old name for bf16) and a stage-3-only offload ratio in the base config:
+  // the config written for a stage 2 strategy loads, in bf16, without the ratio.
+  const auto old = dir.write("old.json", R"({"bfloat16": {"enabled": true}, "zero_optimization":
+    {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})");
+  const auto out4 = dir.path / "out4.json";
+  const Result o4 = run(kShape + std::vector<std::string>{"--world-size", "8", "--ranks-per-node", "8",
+                                                          "--host-mem", "1T", "--device-mem", "400G", "--stage",
+                                                          "2", "--config", old.string(), "--write-config",
+                                                          out4.string()});
+  REQUIRE(o4.code == 0);
+  zrt::Config loaded4;
+  REQUIRE_NOTHROW(loaded4 = zrt::loadConfig(out4, 8));
+  CHECK(loaded4.bf16.enabled);
+  CHECK(loaded4.zero_optimization.stage == 2);
+  CHECK(loaded4.zero_optimization.offload_optimizer.ratio == 1.0);
+
   // Comments are allowed in configs (the config reader allows them, as DeepSpeed's loader
   // does), in --config as everywhere, --write-config included.
   const auto commented = dir.write("commented.json", R"({
