@@ -184,7 +184,16 @@ void UringEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
   io_uring_for_each_cqe(ring, head, cqe) {
     ++seen;
     if (cqe->user_data == kWakeTag) {
-      rearm = true;
+      // A failed wake-up read (a broken eventfd) is not re-armed: it would fail again at once
+      // and turn every reap into a spin. New work is then found at the next reap time-out.
+      if (cqe->res >= 0) {
+        rearm = true;
+      } else {
+        warnOnce("uring-wake-read",
+                 zrt::detail::cat("the io_uring ring's wake-up read failed: ",
+                                  std::strerror(-cqe->res),
+                                  "; new requests wait for the ring's next time-out"));
+      }
       continue;
     }
     auto* unit = static_cast<IoUnit*>(io_uring_cqe_get_data(cqe));
