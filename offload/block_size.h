@@ -1,5 +1,5 @@
 // The logical block size O_DIRECT needs for files under a directory: buffer addresses, file
-// offsets and lengths must all be multiples of it.
+// offsets and lengths must all be multiples of it. Thread-safe: reads statx and /sys only.
 #pragma once
 
 #include <cstddef>

@@ -20,10 +20,19 @@ namespace {
 
 enum SlotState : int { kFree = 0, kWriting = 1, kActive = 2 };
 
+// A slot's path may be rewritten by another thread (unregister, then a new registration) while
+// the signal handler reads it. The handler reads it like a seqlock: it copies the path, then
+// checks that the slot is still active under the same generation, and removes nothing it could
+// have read half-written. The characters are atomics so those reads are not data races.
 struct Slot {
   std::atomic<int> state{kFree};
-  char path[PATH_MAX];
+  std::atomic<unsigned> generation{0};  // bumped after each registration's path is written,
+                                        // and at each unregistration
+  std::array<std::atomic<char>, PATH_MAX> path{};
 };
+static_assert(std::atomic<char>::is_always_lock_free && std::atomic<int>::is_always_lock_free &&
+              std::atomic<unsigned>::is_always_lock_free,
+              "the signal handler may only touch lock-free atomics");
 
 constexpr int kSlots = 64;
 std::array<Slot, kSlots> gSlots;
@@ -40,9 +49,24 @@ struct Dirent64 {
   char name[1];
 };
 
+// Async-signal-safe: lock-free atomics, a stack copy, and removeDirectoryFlat's system calls.
 void cleanupAll() noexcept {
+  char path[PATH_MAX];
   for (auto& slot : gSlots) {
-    if (slot.state.load(std::memory_order_acquire) == kActive) removeDirectoryFlat(slot.path);
+    if (slot.state.load(std::memory_order_acquire) != kActive) continue;
+    const unsigned generation = slot.generation.load(std::memory_order_acquire);
+    std::size_t i = 0;
+    for (; i + 1 < sizeof(path); ++i) {
+      path[i] = slot.path[i].load(std::memory_order_relaxed);
+      if (path[i] == '\0') break;
+    }
+    path[i] = '\0';
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // Rewritten meanwhile (unregistered, maybe registered again): the copy may be torn.
+    if (slot.state.load(std::memory_order_relaxed) != kActive ||
+        slot.generation.load(std::memory_order_relaxed) != generation)
+      continue;
+    removeDirectoryFlat(path);
   }
 }
 
@@ -64,7 +88,8 @@ void atExit() { cleanupAll(); }
 
 // Installs the handler, chaining to whatever is installed now. Called at every registration:
 // a library or framework that set its own handler after ours (MPI, a test runner) is then
-// chained behind ours instead of silently replacing it.
+// chained behind ours instead of silently replacing it. Throws Error naming the call that
+// failed (the directories would otherwise silently outlive a Ctrl-C).
 void install() {
   static std::mutex mu;
   static bool atexitDone = false;
@@ -73,10 +98,17 @@ void install() {
   sigset_t block, old;
   sigemptyset(&block);
   for (int sig : kSignals) sigaddset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &block, &old); rc != 0)
+    ZRT_THROW(Error, "cleanup registry: pthread_sigmask(SIG_BLOCK) failed: ", std::strerror(rc));
+  int failedSig = 0;
+  int failedErr = 0;
+  for (std::size_t i = 0; i < std::size(kSignals) && failedSig == 0; ++i) {
     struct sigaction current {};
-    sigaction(kSignals[i], nullptr, &current);
+    if (sigaction(kSignals[i], nullptr, &current) != 0) {
+      failedSig = kSignals[i];
+      failedErr = errno;
+      break;
+    }
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == onSignal) continue;
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
     gPrevious[i] = current;
@@ -84,11 +116,20 @@ void install() {
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(kSignals[i], &sa, nullptr);
+    if (sigaction(kSignals[i], &sa, nullptr) != 0) {
+      failedSig = kSignals[i];
+      failedErr = errno;
+    }
   }
+  // Restoring the mask this thread had cannot fail with a valid `how` and set.
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (failedSig != 0) {
+    ZRT_THROW(Error, "cleanup registry: sigaction(", strsignal(failedSig),
+              ") failed: ", std::strerror(failedErr));
+  }
   if (!atexitDone) {
-    std::atexit(atExit);
+    if (std::atexit(atExit) != 0)
+      ZRT_THROW(Error, "cleanup registry: atexit() refused the swap-directory cleanup hook");
     atexitDone = true;
   }
 }
@@ -124,9 +165,12 @@ int registerCleanupDirectory(const std::filesystem::path& dir) {
   install();
   for (int i = 0; i < kSlots; ++i) {
     int expected = kFree;
-    if (gSlots[i].state.compare_exchange_strong(expected, kWriting)) {
-      std::memcpy(gSlots[i].path, s.c_str(), s.size() + 1);
-      gSlots[i].state.store(kActive, std::memory_order_release);
+    Slot& slot = gSlots[static_cast<std::size_t>(i)];
+    if (slot.state.compare_exchange_strong(expected, kWriting)) {
+      for (std::size_t k = 0; k <= s.size(); ++k)
+        slot.path[k].store(s.c_str()[k], std::memory_order_relaxed);
+      slot.generation.fetch_add(1, std::memory_order_release);
+      slot.state.store(kActive, std::memory_order_release);
       return i;
     }
   }
@@ -135,7 +179,9 @@ int registerCleanupDirectory(const std::filesystem::path& dir) {
 
 void unregisterCleanupDirectory(int slot) {
   ZRT_ENFORCE(slot >= 0 && slot < kSlots, "bad cleanup slot ", slot);
-  gSlots[slot].state.store(kFree, std::memory_order_release);
+  Slot& s = gSlots[static_cast<std::size_t>(slot)];
+  s.generation.fetch_add(1, std::memory_order_acq_rel);
+  s.state.store(kFree, std::memory_order_release);
 }
 
 }  // namespace zrt::offload

@@ -4,8 +4,9 @@
 // still says "killed by SIGTERM" and an earlier handler still runs) and at exit() if their
 // owners have not removed them first. Swap directories register here. kill -9 cannot be
 // caught: docs/offload.md says how to find leftovers.
-// The handler is async-signal-safe: a fixed table of slots (64) with atomic states, and only
-// open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
+// The handler is async-signal-safe: a fixed table of slots (64) of lock-free atomics, read like
+// a seqlock (a path another thread is rewriting is skipped, never acted on half-written), and
+// only open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
 // alone (they do not end the process).
 // Thread-safety: registerDirectory/unregisterDirectory from any thread.
 #pragma once
@@ -15,7 +16,8 @@
 namespace zrt::offload {
 
 // Returns a slot id for unregisterDirectory. Installs the signal handlers and the atexit hook
-// on first use. Throws Error when all slots are taken or the path is too long.
+// on first use. Throws Error when all slots are taken, the path is too long, or the handlers
+// cannot be installed.
 int registerCleanupDirectory(const std::filesystem::path& dir);
 void unregisterCleanupDirectory(int slot);
 

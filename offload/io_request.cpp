@@ -56,6 +56,10 @@ void IoRequest::completeLocked(std::unique_lock<std::mutex>& lock) {
       callback(err);
     } catch (const std::exception& e) {
       logError(zrt::detail::cat("completion callback of ", describe(), " threw: ", e.what()));
+    } catch (...) {
+      // Runs on a ring thread: anything escaping would end the ring (or the process).
+      logError(zrt::detail::cat("completion callback of ", describe(),
+                                " threw a non-standard exception"));
     }
   }
 }

@@ -1,39 +1,49 @@
 #include "offload/null_engine.h"
 
+#include "offload/completion_queue.h"
+
 namespace zrt::offload {
+namespace {
 
-QueueResult NullEngine::queue(IoUnit& unit) {
-  if (staged_.size() + finished_.size() >= depth_) return QueueResult::Busy;
-  staged_.push_back(&unit);
-  return QueueResult::Queued;
-}
+class NullEngine final : public IoEngine {
+ public:
+  explicit NullEngine(std::size_t depth) : depth_(depth) {}
 
-void NullEngine::commit() {
-  for (IoUnit* unit : staged_) {
-    unit->result = static_cast<std::int64_t>(unit->len);
-    finished_.push_back(unit);
+  std::string_view name() const override { return "null"; }
+  std::size_t depth() const override { return depth_; }
+
+  QueueResult queue(IoUnit& unit) override {
+    if (outstanding_ >= depth_) return QueueResult::Busy;
+    staged_.push_back(&unit);
+    ++outstanding_;
+    return QueueResult::Queued;
   }
-  staged_.clear();
-}
 
-void NullEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
-                      std::vector<IoUnit*>& done) {
-  if (finished_.size() < minEvents) {
-    std::unique_lock lock(mu_);
-    // Nothing committed can finish later; only a wake-up or the timeout ends this wait.
-    cv_.wait_for(lock, timeout, [&] { return woken_; });
-    woken_ = false;
+  void commit() override {
+    for (IoUnit* unit : staged_) unit->result = static_cast<std::int64_t>(unit->len);
+    completed_.push(staged_);
+    staged_.clear();
   }
-  done.insert(done.end(), finished_.begin(), finished_.end());
-  finished_.clear();
-}
 
-void NullEngine::wake() {
-  {
-    std::lock_guard lock(mu_);
-    woken_ = true;
+  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
+            std::vector<IoUnit*>& done) override {
+    // Everything committed is already finished: a wait here ends only on wake() or the timeout.
+    outstanding_ -= completed_.take(minEvents, timeout, done);
   }
-  cv_.notify_one();
+
+  void wake() override { completed_.wake(); }
+
+ private:
+  std::size_t depth_;
+  std::vector<IoUnit*> staged_;  // driving thread only
+  std::size_t outstanding_ = 0;  // queued or finished, not yet reaped; driving thread only
+  CompletionQueue completed_;
+};
+
+}  // namespace
+
+std::unique_ptr<IoEngine> makeNullEngine(std::size_t depth) {
+  return std::make_unique<NullEngine>(depth);
 }
 
 }  // namespace zrt::offload

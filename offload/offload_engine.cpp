@@ -72,9 +72,9 @@ struct Ring {
 
 std::unique_ptr<IoEngine> makeEngine(EngineKind kind, std::size_t depth) {
   switch (kind) {
-    case EngineKind::IoUring: return std::make_unique<UringEngine>(depth);
-    case EngineKind::ThreadPool: return std::make_unique<ThreadPoolEngine>(depth);
-    case EngineKind::Null: return std::make_unique<NullEngine>(depth);
+    case EngineKind::IoUring: return makeUringEngine(depth);
+    case EngineKind::ThreadPool: return makeThreadPoolEngine(depth);
+    case EngineKind::Null: return makeNullEngine(depth);
     case EngineKind::Auto: break;
   }
   ZRT_THROW(Error, "makeEngine: unresolved engine kind");
@@ -82,7 +82,7 @@ std::unique_ptr<IoEngine> makeEngine(EngineKind kind, std::size_t depth) {
 
 EngineKind resolveKind(EngineKind asked) {
   if (asked == EngineKind::ThreadPool || asked == EngineKind::Null) return asked;
-  const int err = UringEngine::probe();
+  const int err = probeUring();
   if (err == 0) return EngineKind::IoUring;
   if (asked == EngineKind::IoUring) {
     ZRT_THROW_ERRNO(err, "the io_uring engine was asked for, but this kernel or sandbox refuses "
@@ -262,8 +262,10 @@ void OffloadEngine::Impl::buildPiece(IoRequest& req, Piece& p) const {
   p.retries = 0;
   p.start = Clock::now();
   if (pos < req.directLen) {
-    // Cut at block_size boundaries of the file offset (as fio does) and at stripe ends.
-    const std::uint64_t block = options.block_size;
+    // Cut at block_size boundaries of the file offset (as fio does) and at stripe ends. Under
+    // O_DIRECT the block is rounded up to the logical block size: a 512-byte or 6 KiB block on
+    // a 4 KiB-sector drive would otherwise give transfers the kernel refuses (EINVAL).
+    const std::uint64_t block = alignUp(options.block_size, p.align);
     const std::uint64_t n = std::min<std::uint64_t>(
         {block - abs % block, req.directLen - pos, loc.contiguous});
     p.buf = req.buf + pos;
@@ -396,6 +398,9 @@ void OffloadEngine::Impl::breakRing(Ring& ring, std::exception_ptr err) {
     std::rethrow_exception(err);
   } catch (const std::exception& e) {
     logError(zrt::detail::cat("I/O ring ", ring.index, " failed and stops: ", e.what()));
+  } catch (...) {
+    // A wrapped test engine may throw anything; it must not escape the ring thread.
+    logError(zrt::detail::cat("I/O ring ", ring.index, " failed and stops: non-standard exception"));
   }
   {
     std::lock_guard lock(mu);

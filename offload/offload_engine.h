@@ -1,6 +1,7 @@
 // OffloadEngine: the asynchronous NVMe I/O engine. read()/write() take any aligned buffer and
 // a file offset and return an IoHandle at once; many requests may be outstanding. Each request
-// is split into transfers of at most block_size (cut at stripe boundaries too), and
+// is split into transfers of at most block_size (rounded up to the file's logical block size
+// under O_DIRECT; cut at stripe boundaries too), and
 // intra_op_parallelism rings, each a thread driving its own IoEngine with up to queue_depth
 // transfers in flight, take transfers from the oldest request first, so one large request is
 // shared by all rings and drives. Short transfers are resubmitted for the rest; a failed

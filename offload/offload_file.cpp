@@ -138,16 +138,20 @@ std::uint64_t OffloadFile::preallocate(std::uint64_t logicalBytes) {
     if (len == 0) continue;
     const int rc = ::fallocate(stripes_[i].fd.get(), 0, 0, static_cast<off_t>(len));
     if (rc == 0) continue;
-    const int err = errno;
+    int err = errno;
+    const char* call = "fallocate";
     if (err == EOPNOTSUPP) {
       warnOnce("no-fallocate:" + stripes_[i].path.parent_path().string(),
                detail::cat("the file system holding '", stripes_[i].path.parent_path().string(),
                            "' has no fallocate: swap space is not reserved ahead and may run "
                            "out during training"));
       if (::ftruncate(stripes_[i].fd.get(), static_cast<off_t>(len)) == 0) continue;
+      // Report why the fallback failed, not fallocate's EOPNOTSUPP.
+      err = errno;
+      call = "ftruncate";
     }
     ZRT_THROW_ERRNO(err, "cannot reserve ", formatBytes(len), " for '", stripes_[i].path.string(),
-                    "': ", std::strerror(err), " (the file system has ",
+                    "' (", call, "): ", std::strerror(err), " (the file system has ",
                     freeSpace(stripes_[i].path), " free)");
   }
   return total;

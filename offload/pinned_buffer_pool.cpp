@@ -1,5 +1,6 @@
 #include "offload/pinned_buffer_pool.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "offload/aligned_buffer.h"
@@ -35,11 +36,18 @@ void PinnedBufferPool::Lease::release() {
 
 PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,
                                    std::optional<PinnedLimits> limits, bool registerWithUring)
-    : count_(count), bufferSize_(alignUp(bufferSize, 4096)) {
+    : count_(count), bufferSize_(bufferSize) {
   if (count == 0 || bufferSize == 0)
     ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count (", count,
               ") and buffer_size (", bufferSize, ") must both be positive");
-  const std::uint64_t total = static_cast<std::uint64_t>(count_) * bufferSize_;
+  std::uint64_t total = 0;
+  if (bufferSize > SIZE_MAX - kPinnedBufferAlignment ||
+      __builtin_mul_overflow(static_cast<std::uint64_t>(count),
+                             alignUp(bufferSize, kPinnedBufferAlignment), &total)) {
+    ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count ", count, " x buffer_size ",
+              bufferSize, " overflows 64 bits");
+  }
+  bufferSize_ = alignUp(bufferSize, kPinnedBufferAlignment);
   const bool memlock = device.kind() == DeviceKind::Host || registerWithUring;
   checkPinnedBudget(total,
                     zrt::detail::cat("pinned swap buffers (buffer_count ", count_,

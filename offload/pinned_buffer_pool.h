@@ -22,6 +22,10 @@
 
 namespace zrt::offload {
 
+// Every buffer's size is rounded up to this many bytes (O_DIRECT alignment on any drive with
+// sectors up to 4 KiB); zrt-plan's swap-buffer estimate uses it too.
+inline constexpr std::size_t kPinnedBufferAlignment = 4096;
+
 class PinnedBufferPool {
  public:
   class Lease {
@@ -49,7 +53,7 @@ class PinnedBufferPool {
     std::size_t size_ = 0;
   };
 
-  // `bufferSize` is rounded up to a multiple of 4096. `limits`: the budget to check against
+  // `bufferSize` is rounded up to a multiple of kPinnedBufferAlignment. `limits`: the budget to check against
   // (read from the system when absent; tests pass their own). `registerWithUring`: the buffers
   // will be registered with io_uring, which charges them to RLIMIT_MEMLOCK on any device.
   PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "offload/cleanup_registry.h"
 #include "offload/io_error.h"
@@ -15,13 +16,22 @@
 
 namespace zrt::offload {
 
+// Moves empty the source explicitly: a moved-from SwapFile must have no paths left to unlink
+// (a moved-from vector is only "valid but unspecified").
+SwapFile::SwapFile(SwapFile&& other) noexcept
+    : name_(std::exchange(other.name_, {})),
+      file_(std::move(other.file_)),
+      paths_(std::exchange(other.paths_, {})),
+      bytes_(std::exchange(other.bytes_, 0)),
+      charge_(std::move(other.charge_)) {}
+
 SwapFile& SwapFile::operator=(SwapFile&& other) noexcept {
   if (this != &other) {
     remove();
-    name_ = std::move(other.name_);
+    name_ = std::exchange(other.name_, {});
     file_ = std::move(other.file_);
-    paths_ = std::move(other.paths_);
-    bytes_ = other.bytes_;
+    paths_ = std::exchange(other.paths_, {});
+    bytes_ = std::exchange(other.bytes_, 0);
     charge_ = std::move(other.charge_);
   }
   return *this;

@@ -24,7 +24,7 @@ class SwapFile {
  public:
   SwapFile() = default;
   ~SwapFile();
-  SwapFile(SwapFile&& other) noexcept = default;
+  SwapFile(SwapFile&& other) noexcept;
   SwapFile& operator=(SwapFile&& other) noexcept;
   SwapFile(const SwapFile&) = delete;
   SwapFile& operator=(const SwapFile&) = delete;

@@ -2,14 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
-#include <condition_variable>
-#include <mutex>
+
+#include "offload/completion_queue.h"
 
 namespace zrt::offload {
 namespace {
+
+// More blocking pread/pwrite threads than this buys no bandwidth, only memory and scheduling:
+// a queue depth above it (the config accepts up to 32768) queues the rest in the pool.
+constexpr std::size_t kMaxPoolThreads = 256;
 
 // One system call, as an io_uring read or write is: a short count goes back to the caller.
 std::int64_t transferOnce(const IoUnit& unit) {
@@ -23,67 +28,55 @@ std::int64_t transferOnce(const IoUnit& unit) {
   }
 }
 
-}  // namespace
+class ThreadPoolEngine final : public IoEngine {
+ public:
+  explicit ThreadPoolEngine(std::size_t depth)
+      : depth_(depth), pool_(std::min(depth, kMaxPoolThreads)) {}
+  // Joins the pool: units still running finish first (they write into completed_).
+  ~ThreadPoolEngine() override { pool_.join(); }
+  ThreadPoolEngine(const ThreadPoolEngine&) = delete;
+  ThreadPoolEngine& operator=(const ThreadPoolEngine&) = delete;
 
-struct ThreadPoolEngine::Impl {
-  explicit Impl(std::size_t d) : depth(d), pool(d) {}
+  std::string_view name() const override { return "threads"; }
+  std::size_t depth() const override { return depth_; }
 
-  std::size_t depth;
-  boost::asio::thread_pool pool;
-  std::vector<IoUnit*> staged;  // queued, not committed; driving thread only
-  std::size_t outstanding = 0;  // driving thread only
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<IoUnit*> finished;  // guarded by mu
-  bool woken = false;             // guarded by mu
+  QueueResult queue(IoUnit& unit) override {
+    if (outstanding_ >= depth_) return QueueResult::Busy;
+    staged_.push_back(&unit);
+    ++outstanding_;
+    return QueueResult::Queued;
+  }
+
+  void commit() override {
+    for (IoUnit* unit : staged_) {
+      boost::asio::post(pool_, [this, unit] {
+        unit->result = transferOnce(*unit);
+        completed_.push(unit);
+      });
+    }
+    staged_.clear();
+  }
+
+  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
+            std::vector<IoUnit*>& done) override {
+    outstanding_ -= completed_.take(minEvents, timeout, done);
+  }
+
+  void wake() override { completed_.wake(); }
+
+ private:
+  std::size_t depth_;
+  CompletionQueue completed_;  // filled by the pool threads; declared before the pool, so it
+                               // outlives the pool's threads however the engine is destroyed
+  boost::asio::thread_pool pool_;
+  std::vector<IoUnit*> staged_;  // queued, not committed; driving thread only
+  std::size_t outstanding_ = 0;  // driving thread only
 };
 
-ThreadPoolEngine::ThreadPoolEngine(std::size_t depth) : impl_(std::make_unique<Impl>(depth)) {}
+}  // namespace
 
-ThreadPoolEngine::~ThreadPoolEngine() { impl_->pool.join(); }
-
-std::size_t ThreadPoolEngine::depth() const { return impl_->depth; }
-
-QueueResult ThreadPoolEngine::queue(IoUnit& unit) {
-  if (impl_->outstanding >= impl_->depth) return QueueResult::Busy;
-  impl_->staged.push_back(&unit);
-  ++impl_->outstanding;
-  return QueueResult::Queued;
-}
-
-void ThreadPoolEngine::commit() {
-  Impl* impl = impl_.get();
-  for (IoUnit* unit : impl->staged) {
-    boost::asio::post(impl->pool, [impl, unit] {
-      unit->result = transferOnce(*unit);
-      {
-        std::lock_guard lock(impl->mu);
-        impl->finished.push_back(unit);
-      }
-      impl->cv.notify_one();
-    });
-  }
-  impl->staged.clear();
-}
-
-void ThreadPoolEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
-                            std::vector<IoUnit*>& done) {
-  std::unique_lock lock(impl_->mu);
-  // Waits for pool threads to finish `minEvents` units, or for wake().
-  impl_->cv.wait_for(lock, timeout,
-                     [&] { return impl_->finished.size() >= minEvents || impl_->woken; });
-  impl_->woken = false;
-  impl_->outstanding -= impl_->finished.size();
-  done.insert(done.end(), impl_->finished.begin(), impl_->finished.end());
-  impl_->finished.clear();
-}
-
-void ThreadPoolEngine::wake() {
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->woken = true;
-  }
-  impl_->cv.notify_one();
+std::unique_ptr<IoEngine> makeThreadPoolEngine(std::size_t depth) {
+  return std::make_unique<ThreadPoolEngine>(depth);
 }
 
 }  // namespace zrt::offload

@@ -11,6 +11,7 @@
 #include "offload/file_descriptor.h"
 #include "offload/uring_check.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace zrt::offload {
 namespace {
@@ -52,81 +53,86 @@ struct FixedRegion {
   int index;
 };
 
-}  // namespace
+// One ring of `depth` units plus one slot for a wake-up read on an eventfd, so another thread
+// can interrupt a blocked reap (new work arrived).
+class UringEngine final : public IoEngine {
+ public:
+  explicit UringEngine(std::size_t depth);
 
-struct UringEngine::Impl {
-  explicit Impl(std::size_t d) : depth(d), ring(static_cast<unsigned>(d + 1)) {
-    // Blocking on purpose: io_uring answers EAGAIN for a read on an O_NONBLOCK file instead of
-    // waiting for it to become readable.
-    const int fd = eventfd(0, EFD_CLOEXEC);
-    if (fd < 0) ZRT_THROW(IoError, "eventfd for the io_uring wake-up failed: ", std::strerror(errno));
-    wakeFd = FileDescriptor(fd);
-    armWake();
-    submitPending();
-  }
+  std::string_view name() const override { return "io_uring"; }
+  std::size_t depth() const override { return depth_; }
+  int registerBuffers(std::span<const iovec> buffers) override;
+  void prepare(IoUnit& unit) override;
+  QueueResult queue(IoUnit& unit) override;
+  void commit() override { submitPending(); }
+  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
+            std::vector<IoUnit*>& done) override;
+  void wake() override;
 
-  void armWake() {
-    io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
-    if (sqe == nullptr) {
-      // Only a clamped ring (queue depth 32768) can be full here: send what is queued first.
-      submitPending();
-      sqe = io_uring_get_sqe(ring.get());
-    }
-    ZRT_ENFORCE(sqe != nullptr, "no submission slot left for the wake-up read");
-    io_uring_prep_read(sqe, wakeFd.get(), &wakeValue, sizeof(wakeValue), 0);
-    io_uring_sqe_set_data64(sqe, kWakeTag);
-    ++unsubmitted;
-  }
+ private:
+  void armWake();
+  void submitPending();
 
-  // Sends prepared entries; a busy kernel (EAGAIN/EBUSY: completions must be reaped first) or
-  // a signal leaves them for the next call.
-  void submitPending() {
-    if (unsubmitted == 0) return;
-    const int rc = io_uring_submit(ring.get());
-    if (rc == -EAGAIN || rc == -EBUSY || rc == -EINTR) return;
-    unsubmitted -= static_cast<std::size_t>(ZRT_CHECK_URING(rc));
-  }
-
-  std::size_t depth;
-  Ring ring;
-  FileDescriptor wakeFd;
-  std::uint64_t wakeValue = 0;
-  std::size_t unsubmitted = 0;  // entries prepared, not yet accepted by the kernel
-  std::size_t outstanding = 0;  // units queued or in flight
-  std::vector<FixedRegion> fixed;  // sorted by begin
+  std::size_t depth_;
+  Ring ring_;
+  FileDescriptor wakeFd_;
+  std::uint64_t wakeValue_ = 0;
+  std::size_t unsubmitted_ = 0;  // entries prepared, not yet accepted by the kernel
+  std::size_t outstanding_ = 0;  // units queued or in flight
+  std::vector<FixedRegion> fixed_;  // sorted by begin
 };
 
-UringEngine::UringEngine(std::size_t depth) : impl_(std::make_unique<Impl>(depth)) {}
-UringEngine::~UringEngine() = default;
-
-int UringEngine::probe() {
-  io_uring ring{};
-  const int rc = io_uring_queue_init(2, &ring, 0);
-  if (rc < 0) return -rc;
-  io_uring_queue_exit(&ring);
-  return 0;
+UringEngine::UringEngine(std::size_t depth)
+    : depth_(depth), ring_(static_cast<unsigned>(depth + 1)) {
+  // Blocking on purpose: io_uring answers EAGAIN for a read on an O_NONBLOCK file instead of
+  // waiting for it to become readable.
+  const int fd = eventfd(0, EFD_CLOEXEC);
+  if (fd < 0) ZRT_THROW(IoError, "eventfd for the io_uring wake-up failed: ", std::strerror(errno));
+  wakeFd_ = FileDescriptor(fd);
+  armWake();
+  submitPending();
 }
 
-std::size_t UringEngine::depth() const { return impl_->depth; }
+void UringEngine::armWake() {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  if (sqe == nullptr) {
+    // Only a clamped ring (queue depth 32768) can be full here: send what is queued first.
+    submitPending();
+    sqe = io_uring_get_sqe(ring_.get());
+  }
+  ZRT_ENFORCE(sqe != nullptr, "no submission slot left for the wake-up read");
+  io_uring_prep_read(sqe, wakeFd_.get(), &wakeValue_, sizeof(wakeValue_), 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+  ++unsubmitted_;
+}
+
+// Sends prepared entries; a busy kernel (EAGAIN/EBUSY: completions must be reaped first) or a
+// signal leaves them for the next call.
+void UringEngine::submitPending() {
+  if (unsubmitted_ == 0) return;
+  const int rc = io_uring_submit(ring_.get());
+  if (rc == -EAGAIN || rc == -EBUSY || rc == -EINTR) return;
+  unsubmitted_ -= static_cast<std::size_t>(ZRT_CHECK_URING(rc));
+}
 
 int UringEngine::registerBuffers(std::span<const iovec> buffers) {
   if (buffers.empty()) return 0;
-  const int rc = io_uring_register_buffers(impl_->ring.get(), buffers.data(),
+  const int rc = io_uring_register_buffers(ring_.get(), buffers.data(),
                                            static_cast<unsigned>(buffers.size()));
   if (rc < 0) return -rc;
-  impl_->fixed.clear();
+  fixed_.clear();
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const auto begin = reinterpret_cast<std::uintptr_t>(buffers[i].iov_base);
-    impl_->fixed.push_back({begin, begin + buffers[i].iov_len, static_cast<int>(i)});
+    fixed_.push_back({begin, begin + buffers[i].iov_len, static_cast<int>(i)});
   }
-  std::sort(impl_->fixed.begin(), impl_->fixed.end(),
+  std::sort(fixed_.begin(), fixed_.end(),
             [](const FixedRegion& a, const FixedRegion& b) { return a.begin < b.begin; });
   return 0;
 }
 
 void UringEngine::prepare(IoUnit& unit) {
   unit.bufIndex = -1;
-  const auto& fixed = impl_->fixed;
+  const auto& fixed = fixed_;
   if (fixed.empty()) return;
   const auto begin = reinterpret_cast<std::uintptr_t>(unit.buf);
   auto it = std::upper_bound(fixed.begin(), fixed.end(), begin,
@@ -137,8 +143,8 @@ void UringEngine::prepare(IoUnit& unit) {
 }
 
 QueueResult UringEngine::queue(IoUnit& unit) {
-  if (impl_->outstanding >= impl_->depth) return QueueResult::Busy;
-  io_uring_sqe* sqe = io_uring_get_sqe(impl_->ring.get());
+  if (outstanding_ >= depth_) return QueueResult::Busy;
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
   if (sqe == nullptr) return QueueResult::Busy;
   const auto len = static_cast<unsigned>(unit.len);
   if (unit.dir == IoDir::Read) {
@@ -149,17 +155,15 @@ QueueResult UringEngine::queue(IoUnit& unit) {
     else io_uring_prep_write(sqe, unit.fd, unit.buf, len, unit.offset);
   }
   io_uring_sqe_set_data(sqe, &unit);
-  ++impl_->unsubmitted;
-  ++impl_->outstanding;
+  ++unsubmitted_;
+  ++outstanding_;
   return QueueResult::Queued;
 }
 
-void UringEngine::commit() { impl_->submitPending(); }
-
 void UringEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
                        std::vector<IoUnit*>& done) {
-  io_uring* ring = impl_->ring.get();
-  impl_->submitPending();
+  io_uring* ring = ring_.get();
+  submitPending();
   if (minEvents > 0) {
     __kernel_timespec ts{};
     ts.tv_sec = timeout.count() / 1000;
@@ -180,26 +184,59 @@ void UringEngine::reap(std::size_t minEvents, std::chrono::milliseconds timeout,
   io_uring_for_each_cqe(ring, head, cqe) {
     ++seen;
     if (cqe->user_data == kWakeTag) {
-      rearm = true;
+      // A failed wake-up read (a broken eventfd) is not re-armed: it would fail again at once
+      // and turn every reap into a spin. New work is then found at the next reap time-out.
+      if (cqe->res >= 0) {
+        rearm = true;
+      } else {
+        warnOnce("uring-wake-read",
+                 zrt::detail::cat("the io_uring ring's wake-up read failed: ",
+                                  std::strerror(-cqe->res),
+                                  "; new requests wait for the ring's next time-out"));
+      }
       continue;
     }
     auto* unit = static_cast<IoUnit*>(io_uring_cqe_get_data(cqe));
     unit->result = cqe->res;
-    --impl_->outstanding;
+    --outstanding_;
     done.push_back(unit);
   }
   io_uring_cq_advance(ring, seen);
   if (rearm) {
-    impl_->armWake();
-    impl_->submitPending();
+    armWake();
+    submitPending();
   }
 }
 
 void UringEngine::wake() {
   const std::uint64_t one = 1;
-  // Best effort: the eventfd counter only saturates after 2^64-2 wake-ups nobody reaped.
-  ssize_t ignored = ::write(impl_->wakeFd.get(), &one, sizeof(one));
-  (void)ignored;
+  // The eventfd is blocking, so the write cannot answer EAGAIN (its counter would have to reach
+  // 2^64-2 first); a signal is retried. Anything else is a broken descriptor: say so once, and
+  // the ring still finds the new work when its reap times out.
+  for (;;) {
+    if (::write(wakeFd_.get(), &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one)))
+      return;
+    if (errno == EINTR) continue;
+    warnOnce("uring-wake", zrt::detail::cat("waking an io_uring ring (write to eventfd ",
+                                            wakeFd_.get(), ") failed: ",
+                                            std::strerror(errno),
+                                            "; new requests wait for the ring's next time-out"));
+    return;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<IoEngine> makeUringEngine(std::size_t depth) {
+  return std::make_unique<UringEngine>(depth);
+}
+
+int probeUring() {
+  io_uring ring{};
+  const int rc = io_uring_queue_init(2, &ring, 0);
+  if (rc < 0) return -rc;
+  io_uring_queue_exit(&ring);
+  return 0;
 }
 
 }  // namespace zrt::offload

@@ -1,42 +1,23 @@
-// UringEngine: the io_uring I/O engine. One ring of `depth` units plus one slot for a wake-up
-// read on an eventfd, so another thread can interrupt a blocked reap (new work arrived).
-// Rings are set up single-issuer with deferred task running where the kernel has them (6.1+):
-// completions are then processed only when the owning thread waits, which is all it does.
-// Registered (fixed) buffers skip pinning pages for every O_DIRECT transfer.
+// The io_uring I/O engine (uring_engine.cpp): one ring per engine with `depth` units in flight
+// and an eventfd read kept armed so wake() can interrupt a blocked reap. Rings are set up
+// single-issuer with deferred task running where the kernel has them (6.1+): completions are
+// then processed only when the owning thread waits, which is all it does. Registered (fixed)
+// buffers skip pinning pages for every O_DIRECT transfer.
 // Thread-safety: as IoEngine; create and drive it from one thread (single-issuer rings insist).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "offload/io_engine.h"
 
 namespace zrt::offload {
 
-class UringEngine final : public IoEngine {
- public:
-  // Throws IoError (errnum set) when the kernel refuses the ring.
-  explicit UringEngine(std::size_t depth);
-  ~UringEngine() override;
-  UringEngine(const UringEngine&) = delete;
-  UringEngine& operator=(const UringEngine&) = delete;
+// Throws IoError (errnum set) when the kernel refuses the ring.
+std::unique_ptr<IoEngine> makeUringEngine(std::size_t depth);
 
-  // 0 when this process may use io_uring, else the errno the kernel answered (ENOSYS without
-  // the syscall, EPERM when disabled by sysctl or a seccomp sandbox).
-  static int probe();
-
-  std::string_view name() const override { return "io_uring"; }
-  std::size_t depth() const override;
-  int registerBuffers(std::span<const iovec> buffers) override;
-  void prepare(IoUnit& unit) override;
-  QueueResult queue(IoUnit& unit) override;
-  void commit() override;
-  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
-            std::vector<IoUnit*>& done) override;
-  void wake() override;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// 0 when this process may use io_uring, else the errno the kernel answered (ENOSYS without the
+// syscall, EPERM when disabled by sysctl or a seccomp sandbox).
+int probeUring();
 
 }  // namespace zrt::offload

@@ -24,17 +24,12 @@ int partitionRank(int stage, int rank) { return stageRules(stage).shardOptimizer
 
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam) {
   stageRules(stage);
-  if (offloadOptimizer != OffloadDevice::None && stage < 1) {
-    ZRT_THROW(InvalidArgument, "offload_optimizer device '", nameOf(offloadOptimizer),
-              "' needs ZeRO stage 1, 2 or 3 (stage is ", stage, ")");
-  }
-  if (offloadOptimizer == OffloadDevice::Nvme && stage != 3) {
-    ZRT_THROW(InvalidArgument, "offload_optimizer device 'nvme' needs ZeRO stage 3 (stage is ",
-              stage, ")");
-  }
-  if (offloadParam != OffloadDevice::None && stage != 3) {
-    ZRT_THROW(InvalidArgument, "offload_param device '", nameOf(offloadParam),
-              "' needs ZeRO stage 3 (stage is ", stage, ")");
+  // The config reader's rules, so an allocation and a config file can never disagree.
+  if (auto breach = offloadRuleBreach(stage, offloadOptimizer, offloadParam)) {
+    const OffloadDevice device =
+        breach->section == "offload_param" ? offloadParam : offloadOptimizer;
+    ZRT_THROW(InvalidArgument, breach->section, " device '", nameOf(device), "': ",
+              breach->problem);
   }
 }
 

@@ -37,10 +37,9 @@ int partitionCount(int stage, int worldSize);
 // whole "shard"), its rank otherwise.
 int partitionRank(int stage, int rank);
 
-// DeepSpeed's rules, which ZRT keeps (and its config reader enforces): offload_optimizer needs
-// stage >= 1 (the offloaded optimizer works on a shard), to NVMe stage 3 (ZeRO-Infinity);
-// offload_param needs stage 3 (only stage 3 shards parameters). Throws InvalidArgument naming
-// the setting.
+// DeepSpeed's rules, which ZRT keeps: the config reader's offloadRuleBreach()
+// (runtime/config/config.h), for a stage outside 0..3 too. Throws InvalidArgument naming the
+// setting.
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam);
 
 // The optimizer's per-parameter state, all fp32: an fp32 master copy of the weights when the

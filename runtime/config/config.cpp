@@ -309,16 +309,9 @@ void readZero(ConfigSection& root, ZeroConfig& z) {
   sec.finish();
 
   // Offload placements that only some stages support.
-  ConfigSection param = sec.section("offload_param");
+  if (auto breach = offloadRuleBreach(z.stage, z.offload_optimizer.device, z.offload_param.device))
+    sec.section(breach->section).fail("device", breach->problem);
   ConfigSection optim = sec.section("offload_optimizer");
-  if (z.offload_param.device != OffloadDevice::None && z.stage != 3)
-    param.fail("device",
-               detail::cat("parameter offload needs ZeRO stage 3 (stage is ", z.stage, ")"));
-  if (z.offload_optimizer.device != OffloadDevice::None && z.stage == 0)
-    optim.fail("device", "optimizer offload needs ZeRO stage 1, 2 or 3 (stage is 0)");
-  if (z.offload_optimizer.device == OffloadDevice::Nvme && z.stage != 3)
-    optim.fail("device", detail::cat("NVMe optimizer offload needs ZeRO stage 3 (stage is ",
-                                     z.stage, "; DeepSpeed would quietly use the CPU instead)"));
   if (z.offload_optimizer.ratio < 1.0 && z.stage != 3)
     optim.fail("ratio", "partial optimizer offload (ratio below 1) needs ZeRO stage 3");
 }
@@ -439,6 +432,23 @@ void readTopLevel(ConfigSection& root, Config& c, const ConfigOverrides& overrid
 }
 
 }  // namespace
+
+std::optional<OffloadRuleBreach> offloadRuleBreach(int stage, OffloadDevice optimizer,
+                                                   OffloadDevice param) {
+  if (param != OffloadDevice::None && stage != 3)
+    return OffloadRuleBreach{
+        "offload_param", detail::cat("parameter offload needs ZeRO stage 3 (stage is ", stage, ")")};
+  if (optimizer != OffloadDevice::None && stage < 1)
+    return OffloadRuleBreach{"offload_optimizer",
+                             detail::cat("optimizer offload needs ZeRO stage 1, 2 or 3 (stage is ",
+                                         stage, ")")};
+  if (optimizer == OffloadDevice::Nvme && stage != 3)
+    return OffloadRuleBreach{
+        "offload_optimizer",
+        detail::cat("NVMe optimizer offload needs ZeRO stage 3 (stage is ", stage,
+                    "; DeepSpeed would quietly use the CPU instead)")};
+  return std::nullopt;
+}
 
 Config parseConfig(const std::string& text, const std::string& source, int worldSize,
                    const ConfigOverrides& overrides) {

@@ -167,6 +167,18 @@ nlohmann::json toJson(const Config& config);
 // keys accepted but not acted on.
 std::string describe(const Config& config);
 
+// DeepSpeed's placement rules, which ZRT keeps: offload_param needs ZeRO stage 3 (only stage 3
+// shards parameters); offload_optimizer needs stage 1, 2 or 3 (the offloaded optimizer works on
+// a shard), and stage 3 for nvme (ZeRO-Infinity). The config reader and the model-state
+// allocator (partition/stage_rules.h) both check them here.
+struct OffloadRuleBreach {
+  std::string section;  // "offload_param" or "offload_optimizer"
+  std::string problem;  // in words, with the stage
+};
+// The first rule the settings break, or nullopt.
+std::optional<OffloadRuleBreach> offloadRuleBreach(int stage, OffloadDevice optimizer,
+                                                   OffloadDevice param);
+
 // The device spec for makeDevice() (runtime/device.h) the config asks for: "host:<bytes>" when
 // zrt.host_device_memory is set, else zrt.device ("host", "cuda", "cuda:<n>").
 std::string deviceSpec(const Config& config);

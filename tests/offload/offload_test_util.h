@@ -79,6 +79,64 @@ class ScratchMount {
   bool mounted_ = false;
 };
 
+// An ext4 file system on a loop device with `sectorSize`-byte logical blocks, mounted on a
+// private temporary directory; detached on destruction. tryMount answers nullptr (with the
+// reason) where loop devices, mkfs.ext4 or mounting are not available. It lets a test see a
+// 4 KiB-sector drive on a machine whose disks have 512-byte sectors.
+class LoopMount {
+ public:
+  static std::unique_ptr<LoopMount> tryMount(unsigned sectorSize, std::size_t imageBytes,
+                                             std::string* why) {
+    auto m = std::unique_ptr<LoopMount>(new LoopMount());
+    const std::string image = (m->images_.path() / "image").string();
+    const std::string out = (m->images_.path() / "device").string();
+    const std::string cmd = "truncate -s " + std::to_string(imageBytes) + " " + image +
+                            " && losetup --sector-size " + std::to_string(sectorSize) +
+                            " -f --show " + image + " > " + out + " 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      *why = "cannot attach a loop device with " + std::to_string(sectorSize) +
+             "-byte sectors here (needs root and losetup)";
+      return nullptr;
+    }
+    if (std::FILE* f = std::fopen(out.c_str(), "r")) {
+      char dev[256] = {};
+      if (std::fgets(dev, sizeof dev, f)) m->device_ = dev;
+      std::fclose(f);
+    }
+    while (!m->device_.empty() && m->device_.back() == '\n') m->device_.pop_back();
+    if (m->device_.empty()) {
+      *why = "losetup printed no device";
+      return nullptr;
+    }
+    const std::string mkfs = "mkfs.ext4 -q -F " + m->device_ + " >/dev/null 2>&1";
+    if (std::system(mkfs.c_str()) != 0 ||
+        ::mount(m->device_.c_str(), m->mountDir_.path().c_str(), "ext4", 0, nullptr) != 0) {
+      *why = "cannot make or mount an ext4 file system on " + m->device_ +
+             " (needs mkfs.ext4 and CAP_SYS_ADMIN)";
+      return nullptr;
+    }
+    m->mounted_ = true;
+    return m;
+  }
+  ~LoopMount() {
+    if (mounted_) ::umount2(mountDir_.path().c_str(), MNT_DETACH);
+    if (!device_.empty()) {
+      const std::string cmd = "losetup -d " + device_ + " 2>/dev/null";
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not detach %s\n", device_.c_str());
+    }
+  }
+  LoopMount(const LoopMount&) = delete;
+  LoopMount& operator=(const LoopMount&) = delete;
+  const std::filesystem::path& path() const { return mountDir_.path(); }
+
+ private:
+  LoopMount() = default;
+  TempDir images_{"zrt-offload-loopimg"};
+  TempDir mountDir_{"zrt-offload-loopmnt"};
+  std::string device_;
+  bool mounted_ = false;
+};
+
 // Sends this process's stderr to a temporary file while it lives; text() returns what was
 // written so far (warnings the code under test printed).
 class StderrCapture {

@@ -79,6 +79,11 @@ TEST_CASE("the pool checks the budget before allocating anything") {
   zrt::MemoryLedger ledger;
   zrt::HostDevice device(ledger, GiB);
   CHECK_THROWS_AS(PinnedBufferPool(device, 4, MiB, limits(MiB, false, 0, GiB)), zrt::OutOfMemory);
+  // A count x size that wraps 64 bits is refused as such, not checked as a small wrapped total.
+  CHECK_THROWS_WITH_AS(PinnedBufferPool(device, 1 << 20, std::size_t{1} << 45, limits(GiB, false, 0, GiB)),
+                       doctest::Contains("overflows 64 bits"), zrt::InvalidArgument);
+  CHECK_THROWS_AS(PinnedBufferPool(device, 2, SIZE_MAX - 10, limits(GiB, false, 0, GiB)),
+                  zrt::InvalidArgument);
   CHECK(ledger.total(zrt::MemPlace::PinnedHost).peak == 0);
 }
 

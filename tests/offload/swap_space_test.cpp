@@ -122,6 +122,19 @@ TEST_CASE("private directories, file modes, reserved space and the ledger") {
                     zrt::InvalidArgument);
 
     SwapFile g = space.create("moment.0", 8192, zrt::MemTag::OptimizerState, opts);
+    {
+      // A move hands the file over: the emptied source removes nothing when it goes away.
+      SwapFile moved(std::move(g));
+      CHECK(g.bytes() == 0);
+      CHECK(g.name().empty());
+      CHECK(g.file() == nullptr);
+      g = SwapFile();
+      g = std::move(moved);
+      CHECK(moved.file() == nullptr);
+    }
+    CHECK(fs::exists(space.directories()[0] / "moment.0"));
+    CHECK(g.bytes() == 8192);
+    CHECK(ledger.get(zrt::MemTag::OptimizerState, zrt::MemPlace::Nvme).current == g.reserved());
     g = SwapFile();  // move-assigning removes the old file and its charge
     CHECK_FALSE(fs::exists(space.directories()[0] / "moment.0"));
     CHECK(ledger.get(zrt::MemTag::OptimizerState, zrt::MemPlace::Nvme).current == 0);

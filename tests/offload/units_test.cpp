@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "offload/aio_options.h"
 #include "offload/aligned_buffer.h"
+#include "offload/completion_queue.h"
 #include "offload/latency_histogram.h"
 #include "offload/offload_engine.h"
 #include "offload_test_util.h"
@@ -100,15 +102,20 @@ TEST_CASE("the largest queue depth the config accepts gives a working (clamped) 
   AioOptions o;
   o.queue_depth = 32768;
   o.block_size = 4096;
-  OffloadEngine engine(o);
-  auto opts = engine.fileOptions();
-  opts.create = true;
-  auto file = engine.open({dir.path() / "f"}, opts);
-  AlignedBuffer a(1 << 20), b(1 << 20);
-  zrt::offload::test::fillPattern(a.data(), a.size(), 2);
-  engine.writeSync(file, 0, a.data(), a.size());
-  engine.readSync(file, 0, b.data(), b.size());
-  CHECK(zrt::offload::test::firstMismatch(b.data(), b.size(), 2) == -1);
+  // io_uring clamps its ring; the thread pool caps its threads (32768 of them would not start).
+  for (EngineKind kind : {EngineKind::Auto, EngineKind::ThreadPool}) {
+    CAPTURE(nameOf(kind));
+    o.engine = kind;
+    OffloadEngine engine(o);
+    auto opts = engine.fileOptions();
+    opts.create = true;
+    auto file = engine.open({dir.path() / "f"}, opts);
+    AlignedBuffer a(1 << 20), b(1 << 20);
+    zrt::offload::test::fillPattern(a.data(), a.size(), 2);
+    engine.writeSync(file, 0, a.data(), a.size());
+    engine.readSync(file, 0, b.data(), b.size());
+    CHECK(zrt::offload::test::firstMismatch(b.data(), b.size(), 2) == -1);
+  }
   o.queue_depth = 32769;
   CHECK_THROWS_AS(validate(o), zrt::InvalidArgument);
 }
@@ -125,6 +132,34 @@ TEST_CASE("alignment helpers and aligned buffers") {
   CHECK_FALSE(b);
   CHECK(moved.size() == 5120);
   CHECK_FALSE(AlignedBuffer(0));
+}
+
+TEST_CASE("a completion queue hands over units pushed by other threads, wakes and times out") {
+  CompletionQueue q;
+  IoUnit units[3];
+  std::vector<IoUnit*> done;
+  // Nothing queued and no wake-up: the wait ends at the timeout with nothing.
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(q.take(1, std::chrono::milliseconds(20), done) == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(20));
+  CHECK(done.empty());
+  // Units pushed from another thread, one by one and as a batch, end a wait for all three.
+  std::thread pusher([&] {
+    q.push(&units[0]);
+    q.push(std::vector<IoUnit*>{&units[1], &units[2]});
+  });
+  std::size_t got = 0;
+  while (got < 3) got += q.take(3 - got, std::chrono::seconds(10), done);
+  pusher.join();
+  CHECK(got == 3);
+  REQUIRE(done.size() == 3);
+  CHECK(done[0] == &units[0]);
+  CHECK(done[2] == &units[2]);
+  // A wake-up ends a wait early, once: the next take waits again.
+  q.wake();
+  CHECK(q.take(1, std::chrono::seconds(10), done) == 0);
+  CHECK(q.take(0, std::chrono::milliseconds(1), done) == 0);
+  CHECK(done.size() == 3);
 }
 
 TEST_CASE("the null engine drives splitting, scheduling and completion without a disk") {

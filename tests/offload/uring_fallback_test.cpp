@@ -72,7 +72,7 @@ TEST_CASE("the thread-pool engine forced by option, with io_uring available") {
 TEST_CASE("without io_uring, auto falls back to the thread pool with one warning") {
   std::string why;
   if (!blockIoUring(&why)) zrt::offload::test::skipProgram(why);
-  CHECK(UringEngine::probe() == ENOSYS);
+  CHECK(probeUring() == ENOSYS);
 
   std::string warnings;
   {

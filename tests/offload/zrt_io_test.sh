@@ -114,6 +114,11 @@ expect2 --size 4M
 expect2 --path "$dir" --size 4M --block-size 1M,2M
 expect2 --path "$dir" --size 4M --json --csv
 expect2 --path /nonexistent/zrt --size 4M
+expect2 --filename /nonexistent/zrt/file --size 4M
+expect2 --filename "$dir" --size 4M
 expect2 --config "$dir/bad.json" --path "$dir" --size 4M
 expect2 --config "$dir/missing.json" --path "$dir" --size 4M
+# The engine takes 512-byte blocks, but --tune's aio section must load as a config.
+"$zio" --path "$dir" --size 4M --block-size 512 --quiet >/dev/null || fail "--block-size 512"
+expect2 --path "$dir" --size 4M --tune --block-size 512,4K
 echo "zrt-io: all checks passed"

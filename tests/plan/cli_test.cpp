@@ -121,6 +121,16 @@ TEST_CASE("bad input: a clear message naming the flag, exit 2") {
       {{"--manifest", "/nonexistent/m.json"}, "--manifest"},
       {{"--params", "7B", "--nvme-bench", "/nonexistent/io.json"}, "--nvme-bench"},
       {{"--params", "7B", "--bogus"}, "--bogus"},
+      // Sizes whose products overflow 64 bits, or a micro-batch whose divisors would take
+      // hours to try: an error, never a hang or a wrapped (small, wrong) figure.
+      {{"--params", "7B", "--micro-batch", "1000000000000"}, "--micro-batch"},
+      {{"--params", "7B", "--micro-batch", "16777216", "--grad-accum", "999999999999999999"},
+       "overflows 64 bits"},
+      {{"--layers", "1", "--hidden", "10000000000", "--heads", "1", "--vocab", "1"},
+       "12·L·h² + V·h overflows"},
+      {{"--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "100", "--seq-len",
+        "100000000000"},
+       "overflows 64 bits"},
       {{}, "--params"},
   };
   for (const Case& c : cases) {
@@ -155,6 +165,19 @@ TEST_CASE("a manifest, with LoRA on its projections") {
   const Result bad = run({"--manifest", broken.string()});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("broken.json: tensors[0]") != std::string::npos);
+
+  // Element counts that overflow 64 bits, in one tensor or summed over several.
+  const auto huge = dir.write("huge.json", R"({"tensors": [{"name": "a", "shape": [4294967296, 4294967296]}]})");
+  const Result h = run({"--manifest", huge.string()});
+  CHECK(h.code == 2);
+  CHECK(h.err.find("huge.json: tensors[0] (a)") != std::string::npos);
+  CHECK(h.err.find("overflows") != std::string::npos);
+  const auto many = dir.write("many.json", R"({"tensors": [{"name": "a", "shape": [4294967296, 4294967295]},
+                                                          {"name": "b", "shape": [4294967296, 4294967295]}]})");
+  const Result h2 = run({"--manifest", many.string()});
+  CHECK(h2.code == 2);
+  CHECK(h2.err.find("many.json") != std::string::npos);
+  CHECK(h2.err.find("overflows") != std::string::npos);
 }
 
 TEST_CASE("--nvme-bench takes the NVMe bandwidth from a zrt-io result file") {
@@ -303,6 +326,65 @@ TEST_CASE("--config: the current strategy, precision and buckets come from the f
   CHECK(written["optimizer"]["params"]["lr"] == 3e-4);
   CHECK(written["zero_optimization"]["contiguous_gradients"] == true);
   CHECK_NOTHROW(zrt::loadConfig(out, 4));
+
+  // DeepSpeed's deprecated cpu_offload stands for offload_optimizer: the written config says the
+  // strategy once, in the current form, whichever strategy is recommended.
+  const auto deprecated = dir.write("deprecated.json",
+                                    R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})");
+  // 24G: CPU offload recommended; 400G with --offload none: no offload (cpu_offload, kept,
+  // would have turned it back on).
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--device-mem", "24G"},
+        std::vector<std::string>{"--device-mem", "400G", "--offload", "none"}}) {
+    CAPTURE(extra[1]);
+    const auto out3 = dir.path / "out3.json";
+    std::vector<std::string> args = kShape;
+    for (const char* a : {"--world-size", "8", "--ranks-per-node", "8", "--host-mem", "1T"})
+      args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const std::string& a : {std::string("--config"), deprecated.string(), std::string("--json"),
+                                 std::string("--write-config"), out3.string()})
+      args.push_back(a);
+    const Result d = run(args);
+    REQUIRE(d.code == 0);
+    const auto plan3 = nlohmann::json::parse(d.out);
+    std::ifstream in3(out3);
+    const auto written3 = nlohmann::json::parse(in3);
+    CHECK_FALSE(written3["zero_optimization"].contains("cpu_offload"));
+    zrt::Config loaded;
+    REQUIRE_NOTHROW(loaded = zrt::loadConfig(out3, 8));
+    CHECK(std::string(zrt::nameOf(loaded.zero_optimization.offload_optimizer.device)) ==
+          plan3["recommendation"]["offload_optimizer"]);
+  }
+
+  // bfloat16 (DeepSpeed's old name for bf16) and a stage-3-only offload ratio in the base config:
+  // the config written for a stage 2 strategy loads, in bf16, without the ratio.
+  const auto old = dir.write("old.json", R"({"bfloat16": {"enabled": true}, "zero_optimization":
+    {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})");
+  const auto out4 = dir.path / "out4.json";
+  const Result o4 = run(kShape + std::vector<std::string>{"--world-size", "8", "--ranks-per-node", "8",
+                                                          "--host-mem", "1T", "--device-mem", "400G", "--stage",
+                                                          "2", "--config", old.string(), "--write-config",
+                                                          out4.string()});
+  REQUIRE(o4.code == 0);
+  zrt::Config loaded4;
+  REQUIRE_NOTHROW(loaded4 = zrt::loadConfig(out4, 8));
+  CHECK(loaded4.bf16.enabled);
+  CHECK(loaded4.zero_optimization.stage == 2);
+  CHECK(loaded4.zero_optimization.offload_optimizer.ratio == 1.0);
+
+  // Comments are allowed in configs (the config reader allows them, as DeepSpeed's loader
+  // does), in --config as everywhere, --write-config included.
+  const auto commented = dir.write("commented.json", R"({
+    // ZeRO-2 on four ranks
+    "zero_optimization": {"stage": 2, /* as trained now */ "reduce_bucket_size": 2e8}})");
+  const auto out2 = dir.path / "out2.json";
+  const Result c = run(kShape + std::vector<std::string>{"--world-size", "4", "--config", commented.string(),
+                                                         "--json", "--write-config", out2.string()});
+  CHECK(c.code == 0);
+  CHECK(c.err.find("zrt-plan: wrote") != std::string::npos);
+  if (c.code == 0) CHECK(nlohmann::json::parse(c.out)["baseline"] == "z2");
+  CHECK_NOTHROW(zrt::loadConfig(out2, 4));
 
   // A bad config names the file and the key.
   const auto bad = dir.write("bad.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket_sise": 5}})");

@@ -157,12 +157,16 @@ TEST_CASE("buffers from the config's bucket sizes") {
   in.offloadOptimizer = OffloadDevice::Nvme;
   in.zero.sub_group_size = 10'000'001;  // aligned up to 10,000,032
   in.zero.offload_optimizer.buffer_count = 4;
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4ull * 10'000'032 * 4);
+  // Each buffer rounded up to 4 KiB as the pinned buffer pool allocates it: 40,000,128 bytes
+  // -> 9,766 pages.
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4ull * 9766 * 4096);
   in.offloadOptimizer = OffloadDevice::None;
   in.offloadParam = OffloadDevice::Nvme;
   in.zero.offload_param.buffer_count = 5;
   in.zero.offload_param.buffer_size = 100'000'000;
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 100'000'000 * 2);
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 48829 * 4096);
+  in.zero.offload_param.buffer_size = 2048;  // 4 KiB of fp16: no rounding
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 4096);
 }
 
 TEST_CASE("step time: recomputation costs one extra forward, a third of a full step") {

@@ -87,17 +87,10 @@ TEST_CASE("every stage and offload pairing: the ledger holds exactly the predict
                 mo.pinOptimizer = mo.pinParam = pin;
                 const auto tensors = smallModel(frozen);
 
+                // The planner is given the very options the allocator is, plus the counts.
                 ModelStateInputs in;
+                static_cast<ModelStateOptions&>(in) = mo;
                 for (const auto& t : tensors) (t.trainable ? in.trainable : in.frozen) += t.numel;
-                in.stage = stage;
-                in.worldSize = world;
-                in.rank = rank;
-                in.precision = precision;
-                in.optimizer = o.type;
-                in.sgdMomentum = o.momentum;
-                in.offloadOptimizer = opt;
-                in.offloadParam = param;
-                in.pinOptimizer = in.pinParam = pin;
                 MemoryLedger ledger("model states");
                 try {
                   const PlanLedger predicted = modelStateBytes(in);
@@ -239,6 +232,16 @@ TEST_CASE("bad pairings and ranks are refused") {
   mo.stage = 1;
   mo.offloadOptimizer = OffloadDevice::Nvme;  // NVMe needs stage 3, as DeepSpeed's ZeRO-Infinity
   CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains("nvme"), InvalidArgument);
+  // The allocator and the config reader apply one set of rules, in the same words.
+  const auto breach = offloadRuleBreach(mo.stage, mo.offloadOptimizer, mo.offloadParam);
+  REQUIRE(breach.has_value());
+  CHECK(breach->section == "offload_optimizer");
+  CHECK_THROWS_WITH_AS(ModelStates(*device, smallModel(false), mo), doctest::Contains(breach->problem.c_str()),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(parseConfig(R"({"zero_optimization": {"stage": 1, "offload_optimizer":
+                                      {"device": "nvme", "nvme_path": "/tmp"}}})",
+                                   "t.json", 1),
+                       doctest::Contains(breach->problem.c_str()), ConfigError);
   mo = {};
   mo.rank = 1;
   CHECK_THROWS_AS(ModelStates(*device, smallModel(false), mo), InvalidArgument);

@@ -54,6 +54,25 @@ Candidate recommended(const Plan& plan) {
 
 }  // namespace
 
+TEST_CASE("divisors, largest first, in O(sqrt(n)) steps") {
+  CHECK(divisorsDescending(1) == std::vector<std::uint64_t>{1});
+  CHECK(divisorsDescending(7) == std::vector<std::uint64_t>{7, 1});
+  CHECK(divisorsDescending(12) == std::vector<std::uint64_t>{12, 6, 4, 3, 2, 1});
+  CHECK(divisorsDescending(36) == std::vector<std::uint64_t>{36, 18, 12, 9, 6, 4, 3, 2, 1});
+  // Against the plain definition.
+  for (std::uint64_t n = 1; n <= 500; ++n) {
+    std::vector<std::uint64_t> want;
+    for (std::uint64_t d = n; d >= 1; --d)
+      if (n % d == 0) want.push_back(d);
+    CHECK(divisorsDescending(n) == want);
+  }
+  // The largest micro-batch accepted answers at once (the old loop tried every value below it).
+  const auto big = divisorsDescending(kMaxMicroBatch);
+  CHECK(big.size() == 25);
+  CHECK(big.front() == kMaxMicroBatch);
+  CHECK(big.back() == 1);
+}
+
 TEST_CASE("no change when the current strategy fits") {
   PlanInputs in = inputs(1024, 2);
   in.hardware.deviceBytes = deviceBytes(in, in.baseline);

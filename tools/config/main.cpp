@@ -1,7 +1,8 @@
 // zrt-config FILE [--world-size N] [--micro-batch N] [--grad-accum N] [--train-batch N] [--fp16]
 // [--bf16]: loads a DeepSpeed config the way the Engine does, prints the resolved config as JSON
 // with every default filled in, then how "auto" and absent values were resolved and which keys
-// ZRT accepts without acting on them. Exit 0; on bad input or a bad flag, the error and exit 2.
+// ZRT accepts without acting on them. Exit 0; on bad input or a bad flag, the error and exit 2;
+// 1 for anything else (an internal error).
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -50,6 +51,10 @@ int main(int argc, char** argv) {
   } catch (const zrt::InvalidArgument& e) {
     std::cerr << "zrt-config: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    // Not the input's fault (out of memory, a bug): say so rather than abort in terminate().
+    std::cerr << "zrt-config: internal error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -92,6 +92,16 @@ Workspace::Workspace(Workload workload) : workload_(std::move(workload)) {
     ZRT_THROW(InvalidArgument, "--filename does not go with --pattern swap (it needs 3 files per rank)");
   if (workload_.fileSize == 0) ZRT_THROW(InvalidArgument, "--size must be positive");
   if (workload_.files < 1) ZRT_THROW(InvalidArgument, "--files must be at least 1");
+  for (const auto& f : workload_.namedFiles) {
+    // Bad input, not an I/O failure: say which --filename before anything is opened.
+    std::error_code ec;
+    const auto dir = f.parent_path().empty() ? std::filesystem::path(".") : f.parent_path();
+    if (!std::filesystem::is_directory(dir, ec))
+      ZRT_THROW(InvalidArgument, "--filename ", f.string(), ": directory ", dir.string(),
+                " does not exist");
+    if (std::filesystem::is_directory(f, ec))
+      ZRT_THROW(InvalidArgument, "--filename ", f.string(), " is a directory (use --path for that)");
+  }
   device_ = makeDevice("host", ledger_);
   if (workload_.namedFiles.empty())
     space_ = std::make_unique<offload::SwapSpace>(workload_.paths, ledger_, 0, "zrt-io");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "io_benchmark.h"
 #include "runtime/build_config.h"
@@ -63,6 +64,22 @@ std::vector<int> intList(const std::vector<std::string>& items, const char* flag
   }
   if (out.empty()) ZRT_THROW(InvalidArgument, flag, ": empty list");
   return out;
+}
+
+// --tune prints an aio section meant to be pasted into a config, so every setting it may print
+// must be one the config reader accepts (docs/config.md: block_size a multiple of 4096, ...);
+// the engine itself takes more (512-byte multiples), which plain runs and sweeps may use.
+void checkTunable(std::uint64_t blockSize, int queueDepth, int threads) {
+  const nlohmann::json section = {{"aio",
+                                   {{"block_size", blockSize},
+                                    {"queue_depth", queueDepth},
+                                    {"intra_op_parallelism", threads}}}};
+  try {
+    parseConfig(section.dump(), "--tune", 1);
+  } catch (const ConfigError& e) {
+    ZRT_THROW(InvalidArgument, "--tune prints an aio section for a config, but a config would "
+                               "refuse this setting: ", e.path(), ": ", e.problem());
+  }
 }
 
 std::vector<bool> onOffList(const std::vector<std::string>& items, const char* flag) {
@@ -154,10 +171,12 @@ int main(int argc, char** argv) {
     if (json && csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
     if (!configFile.empty()) {
       const Config cfg = loadConfig(configFile, 1);
-      if (app.count("--block-size") == 0) blockSizes = {std::to_string(cfg.aio.block_size)};
-      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(cfg.aio.queue_depth)};
-      if (app.count("--threads") == 0) threads = {std::to_string(cfg.aio.intra_op_parallelism)};
-      if (app.count("--single-submit") == 0) singleSubmit = cfg.aio.single_submit;
+      // The engine's reading of the aio section, as training will use it (use_gds warned about).
+      const offload::AioOptions aio = offload::aioOptionsFrom(cfg.aio);
+      if (app.count("--block-size") == 0) blockSizes = {std::to_string(aio.block_size)};
+      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(aio.queue_depth)};
+      if (app.count("--threads") == 0) threads = {std::to_string(aio.intra_op_parallelism)};
+      if (app.count("--single-submit") == 0) singleSubmit = aio.single_submit;
       if (paths.empty() && filenames.empty()) {
         const auto& zo = cfg.zero_optimization;
         paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
@@ -224,6 +243,7 @@ int main(int argc, char** argv) {
               probe.queue_depth = q;
               probe.intra_op_parallelism = t;
               offload::validate(probe);
+              if (tune) checkTunable(b, q, t);
               configs.push_back(c);
             }
     if (configs.size() > 1 && !sweep && !tune)

@@ -24,15 +24,14 @@ std::string pad(const std::string& s, std::size_t width, bool left = false) {
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
 
-// "1M", "256K", "8M": block sizes as people write them.
+}  // namespace
+
 std::string shortBytes(std::uint64_t b) {
   if (b % (1ull << 30) == 0) return std::to_string(b >> 30) + "G";
   if (b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
   if (b % (1ull << 10) == 0) return std::to_string(b >> 10) + "K";
   return std::to_string(b);
 }
-
-}  // namespace
 
 nlohmann::json toJson(const RunResult& r) {
   nlohmann::json j = {

@@ -17,6 +17,9 @@ namespace zrt::iotool {
 // read_gbps, write_gbps, iops, p50_us, p99_us, files, file_size, single_submit, fixed_buffers,
 // buffered, engine, verified_bytes, verify_errors (+ ranks, step_p50_ms, step_p99_ms for swap).
 nlohmann::json toJson(const RunResult& r);
+
+// "1M", "256K", "8M", "1536": block sizes as people write them (binary suffixes, exact only).
+std::string shortBytes(std::uint64_t bytes);
 std::string csvHeader();
 std::string toCsv(const RunResult& r);
 

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "report.h"
+
 namespace zrt::iotool {
 namespace {
 
@@ -15,12 +17,6 @@ std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f", v);
   return buf;
-}
-
-std::string label(std::uint64_t b) {
-  if (b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
-  if (b % (1ull << 10) == 0) return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
 }
 
 std::string escape(const std::string& s) {
@@ -105,7 +101,7 @@ std::string plotSvg(const std::vector<RunResult>& results) {
       << num(x0 + kLeft + plotW) << "\" y2=\"" << num(kTop + plotH) << "\" stroke=\"black\"/>\n";
     for (std::uint64_t b : xs) {
       o << "<text x=\"" << num(px(b)) << "\" y=\"" << num(kTop + plotH + 16)
-        << "\" text-anchor=\"middle\">" << label(b) << "</text>\n";
+        << "\" text-anchor=\"middle\">" << shortBytes(b) << "</text>\n";
     }
     o << "<text x=\"" << num(x0 + kLeft + plotW / 2) << "\" y=\"" << num(kPanelH - 12)
       << "\" text-anchor=\"middle\">block size</text>\n"
@@ -123,7 +119,7 @@ std::string plotSvg(const std::vector<RunResult>& results) {
         << pts << "\"/>\n";
       for (const auto& [b, v] : points) {
         o << "<circle cx=\"" << num(px(b)) << "\" cy=\"" << num(py(v)) << "\" r=\"3\" fill=\""
-          << color << "\"><title>" << escape(series) << ", " << label(b) << ": " << num(v * 1000)
+          << color << "\"><title>" << escape(series) << ", " << shortBytes(b) << ": " << num(v * 1000)
           << " MB/s</title></circle>\n";
       }
       const double ly = kTop + 14.0 * k;

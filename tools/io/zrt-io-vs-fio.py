@@ -65,7 +65,15 @@ def main():
     if shutil.which("fio") is None:
         print("zrt-io-vs-fio: fio is not installed", file=sys.stderr)
         return 2
-    parse_bytes(args.size)
+    try:
+        parse_bytes(args.size)
+    except (ValueError, IndexError, KeyError):
+        print("zrt-io-vs-fio: --size %r is not a size such as 1G or 512M" % args.size,
+              file=sys.stderr)
+        return 2
+    if args.rounds < 1 or args.queue_depth < 1:
+        print("zrt-io-vs-fio: --rounds and --queue-depth must be at least 1", file=sys.stderr)
+        return 2
 
     workdir = tempfile.mkdtemp(prefix="zrt-io-vs-fio-", dir=args.path)
     fname = os.path.join(workdir, "shared.dat")

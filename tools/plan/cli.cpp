@@ -303,6 +303,15 @@ int runPlan(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       wo.nvmePath = f.nvmePath;
       wo.momentum = momentum;
       const nlohmann::json cfg = strategyConfig(plan, *recommended, wo);
+      // Never write a config the Engine would refuse: load it first, as the Engine will.
+      try {
+        parseConfig(cfg.dump(), f.writeConfig, hw.worldSize);
+      } catch (const ConfigError& e) {
+        err << "zrt-plan: --write-config " << f.writeConfig
+            << ": the config for the recommendation would not load, nothing written: " << e.what()
+            << "\n";
+        return 1;
+      }
       std::ofstream file(f.writeConfig);
       file << cfg.dump(2) << "\n";
       file.close();

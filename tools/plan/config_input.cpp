@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/config/config.h"
+#include "runtime/config/json_text.h"
 #include "runtime/error.h"
 
 namespace zrt::plan {
@@ -32,10 +33,12 @@ nlohmann::json applyConfigFile(const std::filesystem::path& file, const GivenFla
   if (!given.offloadOptimizer) in.baseline.offloadOptimizer = c.zero_optimization.offload_optimizer.device;
   if (!given.offloadParam) in.baseline.offloadParam = c.zero_optimization.offload_param.device;
 
-  std::ifstream raw(file);
+  // The JSON as written, through the config reader's own parser (comments allowed, as
+  // loadConfig allows them; nlohmann's default parse refuses them).
+  std::ifstream raw(file, std::ios::binary);
   std::stringstream text;
   text << raw.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str());
+  nlohmann::json j = parseJsonText(text.str(), file.string());
   // Absent, DeepSpeed's default depends on the stage, which the plan varies.
   if (j.contains("zero_optimization") && j["zero_optimization"].contains("overlap_comm"))
     in.training.overlapComm = c.zero_optimization.overlap_comm;

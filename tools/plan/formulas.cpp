@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "offload/pinned_buffer_pool.h"
 #include "partition/shard.h"
+#include "tools/plan/checked_math.h"
 #include "runtime/error.h"
 
 namespace zrt::plan {
@@ -144,18 +146,25 @@ double zeroPaperBytes(std::uint64_t psi, int stage, int worldSize, std::uint64_t
 
 std::uint64_t layerActivationBytes(const ActivationInputs& in) {
   const std::uint64_t s = in.seqLen, b = in.microBatch, h = in.shape.hidden, a = in.shape.heads;
-  const std::uint64_t bytes16 = 34 * s * b * h + (in.flashAttention ? 0 : 5 * a * s * s * b);
-  return in.precision == DType::F32 ? 2 * bytes16 : bytes16;
+  constexpr std::string_view what = "the activation estimate (sbh(34 + 5as/h))";
+  const std::uint64_t scale = in.precision == DType::F32 ? 2 : 1;
+  return checkedProduct(
+      {scale, checkedSum({checkedProduct({34, s, b, h}, what),
+                          in.flashAttention ? 0 : checkedProduct({5, a, s, s, b}, what)},
+                         what)},
+      what);
 }
 
 std::uint64_t activationBytes(const ActivationInputs& in) {
   const std::uint64_t s = in.seqLen, b = in.microBatch, h = in.shape.hidden, L = in.shape.layers;
+  constexpr std::string_view what = "the activation estimate";
   const std::uint64_t scale = in.precision == DType::F32 ? 2 : 1;
-  const std::uint64_t lora = scale * in.loraAdaptersPerLayer * 2 * s * b * in.loraRank;
-  const std::uint64_t layer = layerActivationBytes(in) + lora;
-  const std::uint64_t logits = 4 * s * b * in.shape.vocab;
-  if (!in.checkpointing) return L * layer + logits;
-  return L * scale * 2 * s * b * h + layer + logits;
+  const std::uint64_t lora =
+      checkedProduct({scale, in.loraAdaptersPerLayer, 2, s, b, in.loraRank}, what);
+  const std::uint64_t layer = checkedSum({layerActivationBytes(in), lora}, what);
+  const std::uint64_t logits = checkedProduct({4, s, b, in.shape.vocab}, what);
+  if (!in.checkpointing) return checkedSum({checkedProduct({L, layer}, what), logits}, what);
+  return checkedSum({checkedProduct({L, scale, 2, s, b, h}, what), layer, logits}, what);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------
@@ -176,15 +185,23 @@ PlanLedger bufferBytes(const BufferInputs& in) {
         std::max(u(z.stage3_max_live_parameters) + u(z.stage3_prefetch_bucket_size), in.largestTensor);
     l.add(Purpose::GatheredParams, MemPlace::Device, std::min(all, live) * p);
   }
+  // Swap buffers come from offload's PinnedBufferPool, which rounds each one up to
+  // kPinnedBufferAlignment bytes.
+  auto pinnedBuffers = [](std::int64_t count, std::uint64_t bytes) {
+    const std::uint64_t a = offload::kPinnedBufferAlignment;
+    return checkedProduct({static_cast<std::uint64_t>(count), (bytes + a - 1) / a * a},
+                          "the swap buffers (buffer_count · buffer bytes)");
+  };
   if (in.offloadOptimizer == OffloadDevice::Nvme) {
     const std::uint64_t group = paddedLength(std::min(u(z.sub_group_size), in.padded.trainableShard), 1,
                                              kShardAlignElements);
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          static_cast<std::uint64_t>(z.offload_optimizer.buffer_count) * group * 4);
+          pinnedBuffers(z.offload_optimizer.buffer_count, group * 4));
   }
   if (in.offloadParam == OffloadDevice::Nvme) {
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          static_cast<std::uint64_t>(z.offload_param.buffer_count) * u(z.offload_param.buffer_size) * p);
+          pinnedBuffers(z.offload_param.buffer_count,
+                        checkedProduct({u(z.offload_param.buffer_size), p}, "offload_param.buffer_size · p")));
   }
   return l;
 }

@@ -49,19 +49,12 @@ struct PlanLedger {
 
 // ---- Model states -------------------------------------------------------------------------
 
-struct ModelStateInputs {
+// What the model-state allocator is given (partition/model_states.h: stage, ranks, dtype,
+// optimizer, offload and pinning), plus the parameter counts: the formulas take exactly the
+// settings ModelStates allocates from, so a prediction and an allocation cannot drift apart.
+struct ModelStateInputs : ModelStateOptions {
   std::uint64_t trainable = 0;  // Ψ: trainable parameters
   std::uint64_t frozen = 0;     // frozen parameters (LoRA base): 16-bit copies only
-  int stage = 0;
-  int worldSize = 1;
-  int rank = 0;
-  DType precision = DType::F16;
-  OptimizerType optimizer = OptimizerType::Adam;
-  bool sgdMomentum = false;
-  OffloadDevice offloadOptimizer = OffloadDevice::None;
-  bool pinOptimizer = false;
-  OffloadDevice offloadParam = OffloadDevice::None;
-  bool pinParam = false;
 };
 
 // The padded sizes the formulas use: Ψ' = paddedLength(Ψ, N', 32) with N' = partitionCount(stage,
@@ -134,8 +127,10 @@ struct BufferInputs {
 //   stage 3 gathered parameters (device):
 //       min(Ψ'_all, max(stage3_max_live_parameters + stage3_prefetch_bucket_size, largest)) · p
 //   optimizer swap buffers (pinned host, offload_optimizer nvme):
-//       buffer_count · align32(min(sub_group_size, Ψ'/N)) · 4
-//   parameter swap buffers (pinned host, offload_param nvme): buffer_count · buffer_size · p
+//       buffer_count · align4K(align32(min(sub_group_size, Ψ'/N)) · 4)
+//   parameter swap buffers (pinned host, offload_param nvme):
+//       buffer_count · align4K(buffer_size · p)
+// (align4K: the pinned buffer pool's rounding of each buffer to 4096 bytes).
 // Parameter all-gathers at stages 1-2 run in place in the parameter buffer (allgather_bucket_size
 // bounds their messages, not memory).
 PlanLedger bufferBytes(const BufferInputs& in);

@@ -11,27 +11,32 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "tools/plan/checked_math.h"
 
 namespace zrt::plan {
 
 std::uint64_t TensorSpec::numel() const {
   std::uint64_t n = 1;
-  for (std::uint64_t d : shape) n *= d;
+  for (std::uint64_t d : shape) n = checkedProduct({n, d}, "tensor '" + name + "''s element count");
   return n;
 }
 
 std::uint64_t ModelSpec::trainableParams() const {
   std::uint64_t n = 0;
   for (const auto& t : tensors)
-    if (t.trainable) n += t.numel();
+    if (t.trainable) n = checkedSum({n, t.numel()}, "the trainable parameter count");
   return n;
 }
 
 std::uint64_t ModelSpec::frozenParams() const {
   std::uint64_t n = 0;
   for (const auto& t : tensors)
-    if (!t.trainable) n += t.numel();
+    if (!t.trainable) n = checkedSum({n, t.numel()}, "the frozen parameter count");
   return n;
+}
+
+std::uint64_t ModelSpec::totalParams() const {
+  return checkedSum({trainableParams(), frozenParams()}, "the parameter count");
 }
 
 std::uint64_t ModelSpec::largestTensor() const {
@@ -73,11 +78,15 @@ std::uint64_t parseParamCount(std::string_view text, std::string_view flag) {
 }
 
 std::uint64_t transformerParamCount(const TransformerShape& s) {
-  return 12 * s.layers * s.hidden * s.hidden + s.vocab * s.hidden;
+  constexpr std::string_view what = "the parameter count 12·L·h² + V·h";
+  return checkedSum({checkedProduct({12, s.layers, s.hidden, s.hidden}, what),
+                     checkedProduct({s.vocab, s.hidden}, what)},
+                    what);
 }
 
 ModelSpec fromTransformerShape(const TransformerShape& s) {
   ZRT_ENFORCE(s.layers > 0 && s.hidden > 0, "transformer shape needs layers and hidden");
+  transformerParamCount(s);  // throws for a shape whose parameter count overflows
   ModelSpec m;
   m.shape = s;
   m.source = detail::cat("transformer L=", s.layers, " h=", s.hidden, " a=", s.heads,
@@ -103,7 +112,7 @@ ModelSpec fromParamCount(std::uint64_t params, std::string source) {
 
 namespace {
 
-std::uint64_t positiveInt(const nlohmann::json& j, const std::string& where) {
+std::uint64_t nonNegativeInt(const nlohmann::json& j, const std::string& where) {
   if (!j.is_number_integer() || j.get<std::int64_t>() < 0) {
     ZRT_THROW(InvalidArgument, where, ": expected a non-negative integer, got ", j.dump());
   }
@@ -147,12 +156,17 @@ ModelSpec parseManifest(const std::string& text, const std::string& source) {
     TensorSpec spec;
     spec.name = t["name"].get<std::string>();
     for (std::size_t d = 0; d < t["shape"].size(); ++d) {
-      spec.shape.push_back(positiveInt(t["shape"][d], detail::cat(where, ".shape[", d, "]")));
+      spec.shape.push_back(nonNegativeInt(t["shape"][d], detail::cat(where, ".shape[", d, "]")));
     }
     if (t.contains("trainable")) {
       if (!t["trainable"].is_boolean())
         ZRT_THROW(InvalidArgument, where, ".trainable: expected true or false");
       spec.trainable = t["trainable"].get<bool>();
+    }
+    try {
+      spec.numel();
+    } catch (const InvalidArgument&) {
+      ZRT_THROW(InvalidArgument, where, " (", spec.name, "): the shape's element count overflows 64 bits");
     }
     if (t.contains("dtype") && (!t["dtype"].is_string() ||
                                 (t["dtype"] != "fp32" && t["dtype"] != "fp16" && t["dtype"] != "bf16"))) {
@@ -166,13 +180,18 @@ ModelSpec parseManifest(const std::string& text, const std::string& source) {
     if (!mj.is_object()) ZRT_THROW(InvalidArgument, source, ": \"model\" must be an object");
     TransformerShape s;
     auto field = [&](const char* key, std::uint64_t& out) {
-      if (mj.contains(key)) out = positiveInt(mj[key], detail::cat(source, ": model.", key));
+      if (mj.contains(key)) out = nonNegativeInt(mj[key], detail::cat(source, ": model.", key));
     };
     field("layers", s.layers);
     field("hidden", s.hidden);
     field("heads", s.heads);
     field("vocab", s.vocab);
     if (s.layers > 0 && s.hidden > 0 && s.heads > 0) m.shape = s;
+  }
+  try {
+    m.totalParams();
+  } catch (const InvalidArgument& e) {
+    ZRT_THROW(InvalidArgument, source, ": ", e.what());
   }
   return m;
 }

@@ -43,7 +43,8 @@ struct ModelSpec {
 
   std::uint64_t trainableParams() const;
   std::uint64_t frozenParams() const;
-  std::uint64_t totalParams() const { return trainableParams() + frozenParams(); }
+  // These throw InvalidArgument when a count overflows 64 bits.
+  std::uint64_t totalParams() const;
   std::uint64_t largestTensor() const;
   // The model-state allocator's view: names, element counts, trainable or not.
   std::vector<ParamTensor> paramTensors() const;

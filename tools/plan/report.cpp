@@ -8,12 +8,6 @@
 
 namespace zrt::plan {
 
-std::string gigabytes(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  return buf;
-}
-
 namespace {
 
 std::string num(double v, const char* fmt = "%.2f") {
@@ -46,20 +40,6 @@ std::uint64_t bufferBytesOn(const PlanLedger& l, MemPlace place) {
          l.get(Purpose::SwapBuffers, place) + l.get(Purpose::Reserve, place);
 }
 
-std::string_view placeName(MemPlace p) {
-  switch (p) {
-    case MemPlace::Device: return "device";
-    case MemPlace::PinnedHost: return "pinned host";
-    case MemPlace::Host: return "host";
-    case MemPlace::Nvme: return "NVMe";
-  }
-  return "?";
-}
-
-std::string_view precisionName(DType t) {
-  return t == DType::F32 ? "fp32" : t == DType::F16 ? "fp16" : "bf16";
-}
-
 std::string fitsCell(const Candidate& c) {
   if (c.given.fits()) return "yes";
   if (c.fitting) return detail::cat("mb ", c.fitting->strategy.microBatch);
@@ -86,7 +66,7 @@ std::string formatTable(const Plan& plan, bool detail) {
   const Training& tr = in.training;
   std::ostringstream o;
   o << "zrt-plan: " << num(static_cast<double>(in.model.totalParams()) / 1e9, "%.3f")
-    << " B parameters (" << in.model.source << "), " << precisionName(tr.precision) << ", "
+    << " B parameters (" << in.model.source << "), " << nameOf(tr.precision) << ", "
     << nameOf(tr.optimizer)
     << (tr.optimizer == OptimizerType::SGD ? (tr.sgdMomentum ? " with momentum" : " without momentum") : "")
     << ", " << hw.worldSize << " rank(s), " << hw.ranksPerNode << " per node\n";
@@ -127,7 +107,7 @@ std::string formatTable(const Plan& plan, bool detail) {
         for (int pl = 0; pl < kNumMemPlaces; ++pl)
           if (l.cells[p][pl] != 0)
             o << "      " << pad(std::string(purposeName(static_cast<Purpose>(p))), 18, true)
-              << pad(std::string(placeName(static_cast<MemPlace>(pl))), 12, true) << " "
+              << pad(std::string(nameOf(static_cast<MemPlace>(pl))), 12, true) << " "
               << l.cells[p][pl] << " B\n";
       for (const auto& why : c.given.problems) o << "      does not fit: " << why << "\n";
     }
@@ -239,7 +219,7 @@ nlohmann::json planToJson(const Plan& plan) {
                    {"nvme_bandwidth_source", hw.nvmeBandwidthSource},
                    {"net_bytes_per_s", hw.netBps},      {"flops", hw.flops}};
   const Training& tr = in.training;
-  j["training"] = {{"precision", std::string(precisionName(tr.precision))},
+  j["training"] = {{"precision", std::string(nameOf(tr.precision))},
                    {"optimizer", std::string(nameOf(tr.optimizer))},
                    {"sgd_momentum", tr.sgdMomentum},
                    {"seq_len", tr.seqLen},
@@ -286,7 +266,7 @@ std::string placeOf(const PlanLedger& l, Purpose p) {
   std::string out;
   for (int pl = 0; pl < kNumMemPlaces; ++pl) {
     if (l.cells[static_cast<int>(p)][pl] == 0) continue;
-    out += (out.empty() ? "" : " + ") + std::string(placeName(static_cast<MemPlace>(pl)));
+    out += (out.empty() ? "" : " + ") + std::string(nameOf(static_cast<MemPlace>(pl)));
   }
   return out.empty() ? "-" : out;
 }
@@ -329,7 +309,7 @@ std::string explain(const Plan& plan, const Evaluation& e) {
       << " projections [d_out, d_in]: Ψ = Σ r·(d_in + d_out) = " << e.trainable
       << "; the base is frozen (parameters only)\n";
   }
-  o << "Optimizer " << nameOf(tr.optimizer) << " in " << precisionName(tr.precision)
+  o << "Optimizer " << nameOf(tr.optimizer) << " in " << nameOf(tr.precision)
     << (optOff ? ", offloaded" : "") << ": master weights " << (spec.masterWeights ? 1 : 0)
     << ", moments " << spec.moments << ", K = 4·(" << (spec.masterWeights ? 1 : 0) << " + "
     << spec.moments << ") = " << e.k << " bytes per parameter; p = " << p
@@ -436,11 +416,12 @@ std::string explain(const Plan& plan, const Evaluation& e) {
   }
   if (s.offloadOptimizer == OffloadDevice::Nvme) {
     o << "  " << pad("optimizer swap", 20, true) << "buffer_count " << z.offload_optimizer.buffer_count
-      << " · align32(min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard << "))·4\n";
+      << " · align4K(align32(min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
+      << "))·4)\n";
   }
   if (s.offloadParam == OffloadDevice::Nvme) {
     o << "  " << pad("parameter swap", 20, true) << "buffer_count " << z.offload_param.buffer_count
-      << " · buffer_size " << z.offload_param.buffer_size << " · " << p << "\n";
+      << " · align4K(buffer_size " << z.offload_param.buffer_size << " · " << p << ")\n";
   }
   if (l.get(Purpose::SwapBuffers, MemPlace::PinnedHost))
     o << line("swap buffers", "sum", l.get(Purpose::SwapBuffers, MemPlace::PinnedHost), "pinned host");

@@ -25,7 +25,5 @@ nlohmann::json planToJson(const Plan& plan);
 // The formulas behind one evaluation, with the numbers substituted.
 std::string explain(const Plan& plan, const Evaluation& e);
 
-// "12.35 GB" (GB = 1e9 bytes, as the ZeRO paper counts).
-std::string gigabytes(std::uint64_t bytes);
 
 }  // namespace zrt::plan

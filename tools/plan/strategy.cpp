@@ -1,10 +1,11 @@
 #include "tools/plan/strategy.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <tuple>
 
 #include "runtime/error.h"
-#include "runtime/units.h"
+#include "tools/plan/checked_math.h"
 
 namespace zrt::plan {
 
@@ -27,15 +28,11 @@ std::string Strategy::describe() const {
                      " accumulation steps");
 }
 
-namespace {
-
-std::string gb(std::uint64_t bytes) {
+std::string gigabytes(std::uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
   return buf;
 }
-
-}  // namespace
 
 Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ZRT_ENFORCE(!s.lora || in.loraModel.has_value(), "LoRA strategy without a LoRA model");
@@ -102,18 +99,19 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   e.fitsHost = hostNode <= hw.hostBytes;
   e.fitsNvme = nvmeNode <= hw.nvmeBytes;
   if (!e.fitsDevice)
-    e.problems.push_back(detail::cat("device needs ", gb(device), " per rank, has ", gb(hw.deviceBytes)));
+    e.problems.push_back(detail::cat("device needs ", gigabytes(device), " per rank, has ", gigabytes(hw.deviceBytes)));
   if (!e.fitsHost)
-    e.problems.push_back(detail::cat("host needs ", gb(hostNode), " per node, has ", gb(hw.hostBytes)));
+    e.problems.push_back(detail::cat("host needs ", gigabytes(hostNode), " per node, has ", gigabytes(hw.hostBytes)));
   if (!e.fitsNvme)
-    e.problems.push_back(detail::cat("NVMe needs ", gb(nvmeNode), " per node, has ", gb(hw.nvmeBytes),
+    e.problems.push_back(detail::cat("NVMe needs ", gigabytes(nvmeNode), " per node, has ", gigabytes(hw.nvmeBytes),
                                      hw.nvmeBytes == 0 ? " (give --nvme)" : ""));
 
   StepTimeInputs ti;
   ti.padded = e.padded;
   ti.trainable = e.trainable;
   ti.total = e.trainable + e.frozen;
-  ti.tokensPerStep = s.microBatch * s.gradAccum * tr.seqLen;
+  ti.tokensPerStep =
+      checkedProduct({s.microBatch, s.gradAccum, tr.seqLen}, "tokens per step (b·accumulation·s)");
   ti.gradAccum = s.gradAccum;
   ti.stage = s.stage;
   ti.checkpointing = s.checkpointing;
@@ -200,9 +198,32 @@ std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
   return out;
 }
 
+std::vector<std::uint64_t> divisorsDescending(std::uint64_t n) {
+  ZRT_ENFORCE(n >= 1, "divisorsDescending(0)");
+  std::vector<std::uint64_t> small, large;
+  // Pairs (d, n / d) with d <= sqrt(n): O(sqrt(n)) steps, not O(n).
+  for (std::uint64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
+  }
+  // `large` is already descending; `small` ascending.
+  large.insert(large.end(), small.rbegin(), small.rend());
+  return large;
+}
+
 Plan makePlan(const PlanInputs& in) {
   validateOffload(in.baseline.stage, in.baseline.offloadOptimizer, in.baseline.offloadParam);
   ZRT_ENFORCE(in.baseline.microBatch >= 1 && in.baseline.gradAccum >= 1);
+  if (in.baseline.microBatch > kMaxMicroBatch) {
+    ZRT_THROW(InvalidArgument, "micro-batch ", in.baseline.microBatch, " is above ", kMaxMicroBatch,
+              " sequences per rank, more than any device holds (--micro-batch or the config's "
+              "train_micro_batch_size_per_gpu)");
+  }
+  // The global batch in tokens must fit 64 bits: every accumulation split of it is evaluated.
+  checkedProduct({in.baseline.microBatch, in.baseline.gradAccum, in.training.seqLen,
+                  static_cast<std::uint64_t>(in.hardware.worldSize)},
+                 "the global batch in tokens (micro-batch · accumulation · sequence · ranks)");
   Plan plan;
   plan.inputs = in;
   plan.baseline = evaluate(in, in.baseline);
@@ -213,8 +234,7 @@ Plan makePlan(const PlanInputs& in) {
     c.given = evaluate(in, s);
     c.level = leverLevel(in.baseline, s);
     // Smaller micro-batches that divide the given one keep the global batch exact.
-    for (std::uint64_t m = s.microBatch; m >= 1; --m) {
-      if (s.microBatch % m != 0) continue;
+    for (const std::uint64_t m : divisorsDescending(s.microBatch)) {
       Strategy t = s;
       t.microBatch = m;
       t.gradAccum = s.gradAccum * (s.microBatch / m);

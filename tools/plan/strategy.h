@@ -41,6 +41,9 @@ struct Evaluation {
 // The ledger, fit and step time of one strategy.
 Evaluation evaluate(const PlanInputs& in, const Strategy& s);
 
+// "12.35 GB" (GB = 1e9 bytes, as the ZeRO paper counts); zrt-plan's unit in every message.
+std::string gigabytes(std::uint64_t bytes);
+
 // Lever levels in preference order; a strategy's level is the highest lever it pulls.
 enum Lever : int {
   kNoChange = 0,
@@ -76,6 +79,13 @@ struct Plan {
 // checkpointing (when
 // activations can be estimated) x adapters (when LoRA is considered), plus the baseline.
 std::vector<Strategy> candidateStrategies(const PlanInputs& in);
+
+// The largest micro-batch makePlan() takes (InvalidArgument above it): far above what any device
+// holds, and small enough that trying each of its divisors stays instant.
+inline constexpr std::uint64_t kMaxMicroBatch = std::uint64_t{1} << 24;
+
+// Every divisor of n >= 1, largest first (the micro-batches that keep the global batch exact).
+std::vector<std::uint64_t> divisorsDescending(std::uint64_t n);
 
 Plan makePlan(const PlanInputs& in);
 

@@ -31,6 +31,12 @@ nlohmann::json strategyConfig(const Plan& plan, const Evaluation& chosen,
   j["gradient_accumulation_steps"] = s.gradAccum;
   j["train_batch_size"] = s.microBatch * s.gradAccum * static_cast<std::uint64_t>(in.hardware.worldSize);
 
+  // DeepSpeed's old name for the bf16 section: written under the current name only (the config
+  // reader refuses a file with both).
+  if (j.contains("bfloat16")) {
+    if (!j.contains("bf16")) j["bf16"] = j["bfloat16"];
+    j.erase("bfloat16");
+  }
   const bool fp16 = tr.precision == DType::F16, bf16 = tr.precision == DType::BF16;
   if (fp16 || j.contains("fp16")) {
     if (!j["fp16"].is_object()) j["fp16"] = nlohmann::json::object();
@@ -57,12 +63,18 @@ nlohmann::json strategyConfig(const Plan& plan, const Evaluation& chosen,
     z["stage3_prefetch_bucket_size"] = tr.zero.stage3_prefetch_bucket_size;
     z["stage3_max_live_parameters"] = tr.zero.stage3_max_live_parameters;
   }
+  // DeepSpeed's deprecated booleans stand for the offload sections written below: kept, they
+  // would clash with those (the config reader refuses both forms) or contradict the strategy.
+  z.erase("cpu_offload");
+  z.erase("cpu_offload_param");
   const nlohmann::json* oldOpt = z.contains("offload_optimizer") ? &z["offload_optimizer"] : nullptr;
   nlohmann::json opt = offloadSection(s.offloadOptimizer, tr.zero.offload_optimizer.pin_memory, oldOpt,
                                       options.nvmePath);
   const nlohmann::json* oldParam = z.contains("offload_param") ? &z["offload_param"] : nullptr;
   nlohmann::json param = offloadSection(s.offloadParam, tr.zero.offload_param.pin_memory, oldParam,
                                         options.nvmePath);
+  // Partial optimizer offload (ratio below 1) exists at stage 3 only.
+  if (s.stage != 3) opt.erase("ratio");
   if (s.offloadOptimizer != OffloadDevice::None || oldOpt) z["offload_optimizer"] = std::move(opt);
   if (s.offloadParam != OffloadDevice::None || oldParam) z["offload_param"] = std::move(param);
   return j;
