@@ -16,6 +16,7 @@
 #include "offload/uring_engine.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/wait.h"
 #include "runtime/units.h"
 
 namespace zrt::offload {
@@ -114,6 +115,8 @@ struct OffloadEngine::Impl {
   std::deque<std::shared_ptr<IoRequest>> queue;
   bool stopping = false;
   std::exception_ptr fatal;  // a ring broke (its engine threw); new requests are refused
+  std::condition_variable exitCv;  // a ring thread returned
+  std::size_t ringsExited = 0;     // guarded by mu
 
   void runRing(Ring& ring, std::promise<void>& ready);
   void loop(Ring& ring);
@@ -516,6 +519,9 @@ OffloadEngine::OffloadEngine(AioOptions options, std::vector<iovec> fixedBuffers
     auto future = ready.get_future();
     raw->thread = std::thread([impl = impl_.get(), raw, ready = std::move(ready)]() mutable {
       impl->runRing(*raw, ready);
+      std::lock_guard lock(impl->mu);
+      ++impl->ringsExited;
+      impl->exitCv.notify_all();
     });
     try {
       future.get();  // Waits for the ring to exist (or fail) before the next starts.
@@ -549,7 +555,24 @@ OffloadEngine::~OffloadEngine() {
   }
   impl_->workCv.notify_all();
   for (Ring* ring : toWake) ring->engine->wake();
-  // Each ring finishes the requests already accepted, then returns.
+  // Each ring finishes the requests already accepted, then returns. A drive that stops answering
+  // would hold this forever: the rings cannot be abandoned while transfers still point into the
+  // engine, so keep waiting, but say what for at every timeout.
+  {
+    const auto timeout = defaultWaitTimeout();
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(impl_->mu);
+    while (!impl_->exitCv.wait_for(lock, timeout,
+                                   [&] { return impl_->ringsExited == impl_->rings.size(); })) {
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      logError(zrt::detail::cat(
+          "offload engine shutting down: ", impl_->rings.size() - impl_->ringsExited, " of ",
+          impl_->rings.size(), " ring(s) still finishing accepted transfers (",
+          impl_->queue.size(), " request(s) not yet started) after ", waited,
+          " s; a drive that does not answer? still waiting"));
+    }
+  }
   for (auto& ring : impl_->rings) {
     if (ring->thread.joinable()) ring->thread.join();
   }
