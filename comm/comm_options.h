@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -39,6 +40,9 @@ struct CommOptions {
   std::size_t shmBytes = std::size_t{4} << 20;
   std::size_t shmMinBytes = std::size_t{256} << 10;
   int simulatedRanksPerNode = 0;
+  // Elements one MPI call may carry (MPI counts are ints); larger operations are split
+  // (comm/mpi/mpi_large_counts.h). Tests lower it to exercise the split on small buffers.
+  std::size_t maxMpiCount = INT_MAX;
   // Called on the watchdog's thread with the timeout report; the default logs it and calls
   // MPI_Abort. Tests replace it to observe the report without ending the process.
   std::function<void(const std::string& report)> onTimeout;

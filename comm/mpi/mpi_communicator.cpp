@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "comm/mpi/mpi_large_counts.h"
 #include "comm/mpi/watchdog.h"
 #include "comm/mpi_check.h"
 #include "comm/progress_thread.h"
@@ -14,23 +15,6 @@
 
 namespace zrt::comm {
 namespace {
-
-constexpr std::size_t kMaxChunk = std::size_t{1} << 30;  // elements per MPI call (int counts)
-
-// MPI counts are ints: each value, and for counts their sum, must fit.
-std::vector<int> intCounts(const std::vector<std::size_t>& v, const char* what,
-                           const Collective& op, bool sumMustFit = true) {
-  std::vector<int> out(v.size());
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    total += sumMustFit ? v[i] : 0;
-    if (v[i] > static_cast<std::size_t>(INT_MAX) || total > static_cast<std::size_t>(INT_MAX))
-      ZRT_THROW(InvalidArgument, describe(op), ": ", what, " exceed MPI's int counts (",
-                INT_MAX, " elements); use smaller buckets");
-    out[i] = static_cast<int>(v[i]);
-  }
-  return out;
-}
 
 // What every rank must agree on for one operation.
 struct Signature {
@@ -66,6 +50,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
     ZRT_THROW(ExternalError, "the MPI backend needs MPI_THREAD_MULTIPLE (its progress thread "
               "calls MPI beside the caller), but MPI was initialised with level ", provided,
               "; initialise through zrt::comm::MpiEnvironment");
+  if (options_.maxMpiCount < 1 || options_.maxMpiCount > static_cast<std::size_t>(INT_MAX))
+    ZRT_THROW(InvalidArgument, "CommOptions::maxMpiCount must be between 1 and INT_MAX (",
+              INT_MAX, "), got ", options_.maxMpiCount);
   opComm_ = MpiCommHandle::dup(comm);
   checkComm_ = MpiCommHandle::dup(comm);
   ZRT_CHECK_MPI(MPI_Comm_rank(opComm_.get(), &rank_));
@@ -144,7 +131,7 @@ void MpiCommunicator::runOp(const Collective& op, std::uint64_t seq) {
   // was replaced and returned.
   const ShmContext ctx{*team_, ops_,
                        std::chrono::steady_clock::now() + options_.timeout + std::chrono::seconds(5),
-                       what.c_str()};
+                       what.c_str(), options_.maxMpiCount};
   switch (op.kind) {
     case OpKind::AllReduce: return shmAllReduce(ctx, op);
     case OpKind::ReduceScatter: return shmReduceScatter(ctx, op);
@@ -188,66 +175,24 @@ void MpiCommunicator::checkConsistency(const Collective& op, std::uint64_t seq) 
 }
 
 void MpiCommunicator::runMpi(const Collective& op) {
-  MPI_Comm comm = opComm_.get();
-  const MPI_Datatype type = MpiReduceOps::datatype(op.dtype);
-  const std::size_t es = dtypeSize(op.dtype);
-  const auto* in = static_cast<const char*>(op.send);
-  auto* out = static_cast<char*>(op.recv);
+  const MpiTarget t = mpiTarget(opComm_.get(), op.dtype);
+  const MPI_Op sum = ops_.sum(op.dtype);
   switch (op.kind) {
-    case OpKind::Barrier: ZRT_CHECK_MPI(MPI_Barrier(comm)); return;
-    case OpKind::AllReduce:
-      for (std::size_t off = 0; off < op.count; off += kMaxChunk) {
-        const int n = static_cast<int>(std::min(kMaxChunk, op.count - off));
-        ZRT_CHECK_MPI(MPI_Allreduce(op.send == op.recv ? MPI_IN_PLACE : in + off * es,
-                                    out + off * es, n, type, ops_.sum(op.dtype), comm));
-      }
-      return;
-    case OpKind::Broadcast:
-      for (std::size_t off = 0; off < op.count; off += kMaxChunk) {
-        const int n = static_cast<int>(std::min(kMaxChunk, op.count - off));
-        ZRT_CHECK_MPI(MPI_Bcast(out + off * es, n, type, op.root, comm));
-      }
-      return;
-    case OpKind::ReduceScatter: {
-      const std::vector<int> counts = intCounts(op.counts, "per-rank counts", op);
-      const std::size_t mine = op.counts[static_cast<std::size_t>(rank_)];
-      if (isInPlace(op, rank_) && mine > 0) {
-        // MPI_IN_PLACE would leave the result at the start of the buffer and may use the rest
-        // as workspace; receive into scratch and keep the other segments untouched instead.
-        scratch_.resize(mine * es);
-        ZRT_CHECK_MPI(MPI_Reduce_scatter(in, scratch_.data(), counts.data(), type,
-                                         ops_.sum(op.dtype), comm));
-        std::memcpy(out, scratch_.data(), mine * es);
-      } else {
-        const bool equal = std::all_of(counts.begin(), counts.end(),
-                                       [&](int c) { return c == counts[0]; });
-        if (equal)
-          ZRT_CHECK_MPI(MPI_Reduce_scatter_block(in, out, counts[0], type, ops_.sum(op.dtype), comm));
-        else
-          ZRT_CHECK_MPI(MPI_Reduce_scatter(in, out, counts.data(), type, ops_.sum(op.dtype), comm));
-      }
-      return;
-    }
+    case OpKind::Barrier: ZRT_CHECK_MPI(MPI_Barrier(t.comm)); return;
+    case OpKind::AllReduce: return mpiAllReduce(t, sum, op.send, op.recv, op.count);
+    case OpKind::Broadcast: return mpiBroadcast(t, op.recv, op.count, op.root);
+    case OpKind::ReduceScatter:
+      return mpiReduceScatter(t, sum, op.send, op.recv, op.counts, rank_, scratch_);
     case OpKind::AllGather: {
-      const std::vector<int> counts = intCounts(op.counts, "per-rank counts", op);
-      const bool inPlace = isInPlace(op, rank_);
-      const bool equal =
-          op.displs.empty() &&
-          std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; });
-      if (equal) {
-        ZRT_CHECK_MPI(MPI_Allgather(inPlace ? MPI_IN_PLACE : op.send, counts[0], type, out,
-                                    counts[0], type, comm));
-        return;
-      }
-      std::vector<std::size_t> d(static_cast<std::size_t>(size_));
-      for (int r = 0; r < size_; ++r) d[static_cast<std::size_t>(r)] = segmentOffset(op, r);
-      const std::vector<int> displs = intCounts(d, "displacements", op, false);
-      ZRT_CHECK_MPI(MPI_Allgatherv(inPlace ? MPI_IN_PLACE : op.send,
-                                   counts[static_cast<std::size_t>(rank_)], type, out,
-                                   counts.data(), displs.data(), type, comm));
-      return;
+      std::vector<std::size_t> displs(static_cast<std::size_t>(size_));
+      for (int r = 0; r < size_; ++r) displs[static_cast<std::size_t>(r)] = segmentOffset(op, r);
+      return mpiAllGather(t, op.send, op.recv, op.counts, displs, rank_);
     }
   }
+}
+
+MpiTarget MpiCommunicator::mpiTarget(MPI_Comm comm, DType dtype) const {
+  return MpiTarget{comm, MpiReduceOps::datatype(dtype), dtypeSize(dtype), options_.maxMpiCount};
 }
 
 }  // namespace zrt::comm

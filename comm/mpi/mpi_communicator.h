@@ -25,6 +25,7 @@
 
 namespace zrt::comm {
 
+struct MpiTarget;
 class ProgressThread;
 class ShmTeam;
 class Watchdog;
@@ -59,6 +60,7 @@ class MpiCommunicator final : public Communicator {
   void runOp(const Collective& op, std::uint64_t seq);
   void checkConsistency(const Collective& op, std::uint64_t seq);
   void runMpi(const Collective& op);
+  MpiTarget mpiTarget(MPI_Comm comm, DType dtype) const;
 
   CommOptions options_;
   int rank_ = 0;

@@ -1,11 +1,10 @@
 #include "comm/shm/shm_collectives.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <vector>
 
-#include "comm/mpi_check.h"
+#include "comm/mpi/mpi_large_counts.h"
 #include "comm/reduce_kernels.h"
 #include "runtime/error.h"
 
@@ -106,15 +105,13 @@ void nodeBroadcast(const ShmContext& c, const char* data, std::size_t bytes, Sin
   }
 }
 
+MpiTarget leaderTarget(const ShmContext& c, DType dtype) {
+  return MpiTarget{c.team.leaderComm(), MpiReduceOps::datatype(dtype), dtypeSize(dtype),
+                   c.maxMpiCount};
+}
+
 void leaderAllReduce(const ShmContext& c, void* buf, std::size_t count, DType dtype) {
-  const std::size_t es = dtypeSize(dtype);
-  constexpr std::size_t kMax = std::size_t{1} << 30;
-  for (std::size_t off = 0; off < count; off += kMax) {
-    const auto n = static_cast<int>(std::min(kMax, count - off));
-    ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(buf) + off * es, n,
-                                MpiReduceOps::datatype(dtype), c.ops.sum(dtype),
-                                c.team.leaderComm()));
-  }
+  mpiAllReduce(leaderTarget(c, dtype), c.ops.sum(dtype), buf, buf, count);
 }
 
 // Publishes where this rank's buffers lie and returns whether every rank's lie in shared regions
@@ -289,7 +286,7 @@ void shmAllGather(const ShmContext& c, const Collective& op) {
   // Between nodes: leaders exchange their packed node contributions, then broadcast the whole
   // packed world inside the node; every rank unpacks into its own recv.
   std::vector<int> order;  // world ranks in packed order (node by node, local order)
-  std::vector<int> nodeCounts, nodeDispls;
+  std::vector<std::size_t> nodeCounts, nodeDispls;
   std::size_t packed = 0;
   for (int n = 0; n < t.numNodes(); ++n) {
     std::size_t nodeTotal = 0;
@@ -297,12 +294,8 @@ void shmAllGather(const ShmContext& c, const Collective& op) {
       order.push_back(r);
       nodeTotal += op.counts[static_cast<std::size_t>(r)];
     }
-    if (packed + nodeTotal > static_cast<std::size_t>(INT_MAX))
-      ZRT_THROW(InvalidArgument, c.what, ": ", packed + nodeTotal,
-                " elements exceed what MPI_Allgatherv between node leaders can count (INT_MAX);"
-                " use smaller buckets");
-    nodeDispls.push_back(static_cast<int>(packed));
-    nodeCounts.push_back(static_cast<int>(nodeTotal));
+    nodeDispls.push_back(packed);
+    nodeCounts.push_back(nodeTotal);
     packed += nodeTotal;
   }
   std::vector<char> all(t.isLeader() ? packed * es : 0);
@@ -310,10 +303,10 @@ void shmAllGather(const ShmContext& c, const Collective& op) {
     // The leader's own contribution sits in its recv; the pack has the other local ranks'.
     copyBytes(nodePack.data(), out + segmentOffset(op, myWorld) * es,
               op.counts[static_cast<std::size_t>(myWorld)] * es);
-    const MPI_Datatype type = MpiReduceOps::datatype(op.dtype);
-    ZRT_CHECK_MPI(MPI_Allgatherv(nodePack.data(), nodeCounts[static_cast<std::size_t>(t.nodeIndex())],
-                                 type, all.data(), nodeCounts.data(), nodeDispls.data(), type,
-                                 t.leaderComm()));
+    const std::size_t node = static_cast<std::size_t>(t.nodeIndex());
+    // Not in place (nodePack is separate from all): the pack lands at the node's displacement.
+    mpiAllGather(leaderTarget(c, op.dtype), nodePack.data(), all.data(), nodeCounts, nodeDispls,
+                 static_cast<int>(node));
     unpackRange(order, op, 0, all.data(), all.size(), out);
   }
   nodeBroadcast(c, all.data(), packed * es, [&](std::size_t from, const char* src, std::size_t len) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 
 #include "comm/collective.h"
 #include "comm/mpi/mpi_reduce_ops.h"
@@ -22,6 +23,7 @@ struct ShmContext {
   const MpiReduceOps& ops;
   std::chrono::steady_clock::time_point deadline;  // barriers give up here
   const char* what;                                // names the operation in errors
+  std::size_t maxMpiCount;                         // elements per MPI call between leaders
 };
 
 void shmAllReduce(const ShmContext& ctx, const Collective& op);

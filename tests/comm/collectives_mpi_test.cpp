@@ -1,7 +1,9 @@
 // Every collective, every dtype, sizes 0, 1, odd and several staging rounds, in place and out
 // of place, equal and per-rank counts, through each path: MPI's collectives, the shared-memory
 // path (a tiny staging area so large buffers take many rounds), and the hierarchical path
-// (nodes simulated as pairs of ranks: 3 ranks make nodes of 2 and 1, 4 ranks two nodes of 2).
+// (nodes simulated as pairs of ranks: 3 ranks make nodes of 2 and 1, 4 ranks two nodes of 2);
+// the MPI and hierarchical paths also with MPI calls capped at 100 elements, as operations
+// beyond MPI's int counts are split.
 // Integer-valued inputs make every summation order exact, so results must match bit for bit;
 // random inputs are checked against a float64 reference within the rounding bound.
 #include <doctest/doctest.h>
@@ -36,13 +38,21 @@ std::vector<Variant> variants() {
   shm.shmBytes = 4096;  // 2 KiB halves: 5003 fp32 elements take many rounds
   CommOptions hier = shm;
   hier.simulatedRanksPerNode = 2;
-  for (auto* o : {&mpi, &shm, &hier}) {
+  // MPI calls of at most 100 elements: larger operations take the split that operations beyond
+  // MPI's int counts take (pieces, rooted reduces and broadcasts).
+  CommOptions mpiSplit = mpi;
+  mpiSplit.maxMpiCount = 100;
+  CommOptions hierSplit = hier;
+  hierSplit.maxMpiCount = 100;
+  for (auto* o : {&mpi, &shm, &hier, &mpiSplit, &hierSplit}) {
     o->timeout = std::chrono::seconds(60);
     o->checkConsistency = true;
   }
   v.push_back({"mpi", mpi});
   v.push_back({"shm", shm});
   v.push_back({"hier", hier});
+  v.push_back({"mpi-split", mpiSplit});
+  v.push_back({"hier-split", hierSplit});
   return v;
 }
 
@@ -208,20 +218,24 @@ TEST_CASE("all-gather with equal counts, per-rank counts at displacements, and i
 
 TEST_CASE("broadcast from the last rank and a barrier") {
   const int world = test::worldSize(), me = test::worldRank();
-  MpiCommunicator comm(MPI_COMM_WORLD, variants()[1].options);
-  for (DType t : kTypes) {
-    for (std::size_t n : kSizes) {
-      Buf buf(t, n);
-      for (std::size_t i = 0; i < n; ++i) buf.set(i, test::exactValue(me, i));
-      comm.broadcast(buf.data(), n, t, world - 1);
-      Buf expect(t, n);
-      for (std::size_t i = 0; i < n; ++i) expect.set(i, test::exactValue(world - 1, i));
-      CHECK(sameBits(buf, expect, 0, n));
+  for (int variant : {1, 3}) {  // shm (broadcast takes MPI) and MPI calls split at 100 elements
+    const Variant v = variants()[static_cast<std::size_t>(variant)];
+    CAPTURE(v.name);
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      for (std::size_t n : kSizes) {
+        Buf buf(t, n);
+        for (std::size_t i = 0; i < n; ++i) buf.set(i, test::exactValue(me, i));
+        comm.broadcast(buf.data(), n, t, world - 1);
+        Buf expect(t, n);
+        for (std::size_t i = 0; i < n; ++i) expect.set(i, test::exactValue(world - 1, i));
+        CHECK(sameBits(buf, expect, 0, n));
+      }
     }
+    comm.barrier();
+    CHECK(comm.stats().get(OpKind::Broadcast).calls == 15);
+    CHECK(comm.stats().get(OpKind::Barrier).calls == 1);
   }
-  comm.barrier();
-  CHECK(comm.stats().get(OpKind::Broadcast).calls == 15);
-  CHECK(comm.stats().get(OpKind::Barrier).calls == 1);
 }
 
 TEST_CASE("asynchronous operations complete in order and report their handles") {
@@ -294,6 +308,10 @@ TEST_CASE("malformed operations are rejected before they are queued") {
   CHECK_THROWS_AS(comm.broadcastAsync(a.data(), 4, DType::F32, test::worldSize()), InvalidArgument);
   CHECK_THROWS_AS(comm.allReduceAsync(a.data(), a.data() + 1, 4, DType::F32), InvalidArgument);
   CHECK_THROWS_AS(comm.allReduceAsync(nullptr, 4, DType::F32), InvalidArgument);
+  // Every rank throws before any collective call, so the world stays in step.
+  CommOptions noCount = variants()[0].options;
+  noCount.maxMpiCount = 0;
+  CHECK_THROWS_AS(MpiCommunicator(MPI_COMM_WORLD, noCount), InvalidArgument);
 }
 
 TEST_CASE("the variants really take the paths they test") {
