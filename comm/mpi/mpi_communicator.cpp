@@ -1,8 +1,6 @@
 #include "comm/mpi/mpi_communicator.h"
 
-#include <algorithm>
 #include <climits>
-#include <cstring>
 
 #include "comm/mpi/mpi_large_counts.h"
 #include "comm/mpi/watchdog.h"
