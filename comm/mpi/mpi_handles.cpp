@@ -1,5 +1,7 @@
 #include "comm/mpi/mpi_handles.h"
 
+#include <thread>
+
 #include "comm/mpi_check.h"
 #include "runtime/log.h"
 
@@ -65,6 +67,77 @@ void MpiWindowHandle::reset() noexcept {
   }
   win_ = MPI_WIN_NULL;
   locked_ = false;
+}
+
+MpiInfoHandle::MpiInfoHandle() { ZRT_CHECK_MPI(MPI_Info_create(&info_)); }
+
+MpiInfoHandle::~MpiInfoHandle() {
+  if (info_ != MPI_INFO_NULL && mpiLive()) logIfFailed(MPI_Info_free(&info_), "MPI_Info_free");
+}
+
+void MpiInfoHandle::set(const char* key, const char* value) {
+  ZRT_CHECK_MPI(MPI_Info_set(info_, key, value));
+}
+
+MpiRequest& MpiRequest::operator=(MpiRequest&& o) noexcept {
+  if (this != &o) {
+    reset();
+    req_ = o.req_;
+    recv_ = o.recv_;
+    o.req_ = MPI_REQUEST_NULL;
+  }
+  return *this;
+}
+
+MpiRequest MpiRequest::isend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                             MPI_Comm comm) {
+  MpiRequest r;
+  ZRT_CHECK_MPI(MPI_Isend(buf, count, type, dest, tag, comm, &r.req_));
+  return r;
+}
+
+MpiRequest MpiRequest::irecv(void* buf, int count, MPI_Datatype type, int source, int tag,
+                             MPI_Comm comm) {
+  MpiRequest r;
+  r.recv_ = true;
+  ZRT_CHECK_MPI(MPI_Irecv(buf, count, type, source, tag, comm, &r.req_));
+  return r;
+}
+
+bool MpiRequest::test(MPI_Status* status) {
+  if (req_ == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  ZRT_CHECK_MPI(MPI_Test(&req_, &done, status));
+  return done != 0;
+}
+
+void MpiRequest::reset() noexcept {
+  if (req_ == MPI_REQUEST_NULL) return;
+  if (!mpiLive()) {
+    req_ = MPI_REQUEST_NULL;
+    return;
+  }
+  int done = 0;
+  logIfFailed(MPI_Test(&req_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  // A receive nobody will match is cancelled; a send (a few bytes, sent eagerly) completes alone.
+  if (!done && recv_) logIfFailed(MPI_Cancel(&req_), "MPI_Cancel");
+  // Waits for the cancellation or the send to complete, at most kReleaseWait.
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
+  while (!done && req_ != MPI_REQUEST_NULL) {
+    const int rc = MPI_Test(&req_, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      logIfFailed(rc, "MPI_Test");
+      break;
+    }
+    if (done || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (!done && req_ != MPI_REQUEST_NULL) {
+    logError(detail::cat("an MPI ", recv_ ? "receive" : "send", " was still pending ",
+                         kReleaseWait.count(), " ms after it was released; freeing it"));
+    logIfFailed(MPI_Request_free(&req_), "MPI_Request_free");
+  }
+  req_ = MPI_REQUEST_NULL;
 }
 
 }  // namespace zrt::comm

@@ -39,8 +39,7 @@ Watchdog::Watchdog(MPI_Comm comm, const ProgressThread& progress,
   ZRT_CHECK_MPI(MPI_Comm_rank(ctl_.get(), &rank_));
   ZRT_CHECK_MPI(MPI_Comm_size(ctl_.get(), &size_));
   if (size_ > 1)
-    ZRT_CHECK_MPI(MPI_Irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get(),
-                            &queryReq_));
+    query_ = MpiRequest::irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -51,15 +50,10 @@ Watchdog::~Watchdog() {
   }
   cv_.notify_all();
   thread_.join();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (queryReq_ != MPI_REQUEST_NULL) {
-    MPI_Cancel(&queryReq_);
-    MPI_Wait(&queryReq_, MPI_STATUS_IGNORE);
-  }
-  // Replies are a few bytes and go out eagerly; waiting for them completes locally.
-  for (auto& s : sends_) MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+  // The pending query receive is cancelled; replies are a few bytes that go out eagerly, so
+  // their sends complete locally (each release waits a bounded time).
+  query_.reset();
+  sends_.clear();
 }
 
 void Watchdog::run() {
@@ -96,12 +90,10 @@ void Watchdog::run() {
 }
 
 void Watchdog::answerQueries() {
-  if (queryReq_ == MPI_REQUEST_NULL) return;
+  if (!query_.pending()) return;
   for (;;) {
-    int got = 0;
     MPI_Status status;
-    ZRT_CHECK_MPI(MPI_Test(&queryReq_, &got, &status));
-    if (!got) break;
+    if (!query_.test(&status)) break;
     const ProgressThread::Snapshot s = progress_.snapshot();
     auto reply = std::make_unique<Reply>();
     reply->data[0] = s.issued;
@@ -110,34 +102,30 @@ void Watchdog::answerQueries() {
     reply->data[3] = s.running ? 1 : 0;
     reply->data[4] = static_cast<std::uint64_t>(s.kind);
     reply->data[5] = s.bytes;
-    ZRT_CHECK_MPI(MPI_Isend(reply->data, 6, MPI_UINT64_T, status.MPI_SOURCE, kTagReply,
-                            ctl_.get(), &reply->req));
+    reply->req = MpiRequest::isend(reply->data, 6, MPI_UINT64_T, status.MPI_SOURCE, kTagReply,
+                                   ctl_.get());
     sends_.push_back(std::move(reply));
-    ZRT_CHECK_MPI(MPI_Irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get(),
-                            &queryReq_));
+    query_ = MpiRequest::irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get());
   }
   reapSends();
 }
 
 void Watchdog::reapSends() {
-  for (auto it = sends_.begin(); it != sends_.end();) {
-    int done = 0;
-    ZRT_CHECK_MPI(MPI_Test(&(*it)->req, &done, MPI_STATUS_IGNORE));
-    it = done ? sends_.erase(it) : it + 1;
-  }
+  std::erase_if(sends_, [](const std::unique_ptr<Reply>& r) { return r->req.test(); });
 }
 
 std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
   const std::uint64_t seq = op.started;
+  // The buffers first: the requests that use them are released before them, even on a throw.
   std::vector<std::array<std::uint64_t, 6>> replies(static_cast<std::size_t>(size_));
-  std::vector<MPI_Request> recvs(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
   std::vector<std::uint64_t> query(static_cast<std::size_t>(size_), seq);
-  std::vector<MPI_Request> queries(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+  std::vector<MpiRequest> recvs(static_cast<std::size_t>(size_));
+  std::vector<MpiRequest> queries(static_cast<std::size_t>(size_));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const auto u = static_cast<std::size_t>(p);
-    ZRT_CHECK_MPI(MPI_Irecv(replies[u].data(), 6, MPI_UINT64_T, p, kTagReply, ctl_.get(), &recvs[u]));
-    ZRT_CHECK_MPI(MPI_Isend(&query[u], 1, MPI_UINT64_T, p, kTagQuery, ctl_.get(), &queries[u]));
+    recvs[u] = MpiRequest::irecv(replies[u].data(), 6, MPI_UINT64_T, p, kTagReply, ctl_.get());
+    queries[u] = MpiRequest::isend(&query[u], 1, MPI_UINT64_T, p, kTagQuery, ctl_.get());
   }
   // Waits for the peers' answers (their watchdogs poll every 20 ms) for up to a few seconds,
   // answering their questions meanwhile: they may be diagnosing the same operation.
@@ -151,9 +139,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
     for (int p = 0; p < size_; ++p) {
       const auto u = static_cast<std::size_t>(p);
       if (answered[u]) continue;
-      int done = 0;
-      ZRT_CHECK_MPI(MPI_Test(&recvs[u], &done, MPI_STATUS_IGNORE));
-      answered[u] = done != 0;
+      answered[u] = recvs[u].test();
       all = all && answered[u];
     }
     if (all || std::chrono::steady_clock::now() > deadline) break;
@@ -169,8 +155,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
       line = detail::cat("rank ", p, ": running ", op.work->description(), " for ",
                          fmt1(secondsSince(op.since)), " s");
     } else if (!answered[u]) {
-      MPI_Cancel(&recvs[u]);
-      MPI_Wait(&recvs[u], MPI_STATUS_IGNORE);
+      recvs[u].reset();  // cancelled
       line = detail::cat("rank ", p, ": no answer within ", fmt1(answerWait.count() / 1000.0),
                          " s (exited, or its process is stuck outside ZRT)");
       notArrived += detail::cat(notArrived.empty() ? "" : ", ", p);
@@ -195,8 +180,8 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
     }
     lines += "\n  " + line;
   }
-  for (auto& q : queries)
-    if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
+  // A query to a peer that is gone may never complete: each release waits a bounded time.
+  queries.clear();
   return detail::cat("collective timeout: ", op.work->description(), " (", op.bytes,
                      " bytes) has not completed after ", fmt1(secondsSince(op.since)),
                      " s on rank ", rank_, " (timeout ", fmt1(timeout_.count() / 1000.0),

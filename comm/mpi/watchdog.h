@@ -50,10 +50,10 @@ class Watchdog {
   std::function<void(const std::string&)> onTimeout_;
 
   std::uint64_t queryIn_ = 0;
-  MPI_Request queryReq_ = MPI_REQUEST_NULL;
+  MpiRequest query_;  // after queryIn_, its buffer: released first
   struct Reply {
     std::uint64_t data[6];
-    MPI_Request req;
+    MpiRequest req;  // sends data; released before it
   };
   std::vector<std::unique_ptr<Reply>> sends_;
   std::uint64_t reportedSeq_ = 0;
