@@ -67,16 +67,7 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
   halfBytes_ = std::max<std::size_t>(stagingBytes / 2, 64 * static_cast<std::size_t>(localSize_));
   halfBytes_ = halfBytes_ / 64 * 64;
   const auto segmentBytes = static_cast<MPI_Aint>(64 + kControlBytes + 2 * halfBytes_);
-  MPI_Info info;
-  ZRT_CHECK_MPI(MPI_Info_create(&info));
-  // Each rank's segment in its own pages (first touch by the owner places it near the owner).
-  MPI_Info_set(info, "alloc_shared_noncontig", "true");
-  char* base = nullptr;
-  MPI_Win win = MPI_WIN_NULL;
-  const int rc = MPI_Win_allocate_shared(segmentBytes, 1, info, nodeComm_.get(), &base, &win);
-  MPI_Info_free(&info);
-  ZRT_CHECK_MPI(rc);
-  win_.adopt(win);
+  allocateShared(segmentBytes, win_);
   segments_.resize(static_cast<std::size_t>(localSize_));
   for (int r = 0; r < localSize_; ++r) {
     MPI_Aint size = 0;
@@ -89,6 +80,16 @@ ShmTeam::ShmTeam(MPI_Comm world, std::size_t stagingBytes, int simulatedRanksPer
   ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
   ZRT_CHECK_MPI(MPI_Barrier(nodeComm_.get()));  // every control line initialised before use
   ZRT_CHECK_MPI(MPI_Win_sync(win_.get()));
+}
+
+void ShmTeam::allocateShared(MPI_Aint bytes, MpiWindowHandle& into) {
+  MpiInfoHandle info;
+  // Each rank's segment in its own pages (first touch by the owner places it near the owner).
+  info.set("alloc_shared_noncontig", "true");
+  char* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  ZRT_CHECK_MPI(MPI_Win_allocate_shared(bytes, 1, info.get(), nodeComm_.get(), &base, &win));
+  into.adopt(win);
 }
 
 void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char* what) {
@@ -132,18 +133,10 @@ struct ShmRegionOwner final : CommBuffer::Owner {
 };
 
 CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
-  MPI_Info info;
-  ZRT_CHECK_MPI(MPI_Info_create(&info));
-  MPI_Info_set(info, "alloc_shared_noncontig", "true");
-  char* base = nullptr;
-  MPI_Win win = MPI_WIN_NULL;
-  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + 64), 1, info,
-                                         nodeComm_.get(), &base, &win);
-  MPI_Info_free(&info);
-  ZRT_CHECK_MPI(rc);
   auto owner = std::make_unique<ShmRegionOwner>();
   owner->team = this;
-  owner->win.adopt(win);
+  allocateShared(static_cast<MPI_Aint>(bytes + 64), owner->win);
+  const MPI_Win win = owner->win.get();
   Region region;
   region.bases.resize(static_cast<std::size_t>(localSize_));
   region.sizes.resize(static_cast<std::size_t>(localSize_));
@@ -156,7 +149,7 @@ CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
     region.sizes[static_cast<std::size_t>(r)] =
         static_cast<std::size_t>(size) - static_cast<std::size_t>(align64(peer) - peer);
   }
-  base = region.bases[static_cast<std::size_t>(localRank_)];
+  char* base = region.bases[static_cast<std::size_t>(localRank_)];
   if (bytes) std::memset(base, 0, bytes);
   std::lock_guard lock(regionsMu_);
   owner->id = nextRegion_++;  // the same sequence on every rank of the node

@@ -98,6 +98,8 @@ class ShmTeam {
     std::vector<std::size_t> sizes;
   };
   void removeRegion(std::uint64_t id);
+  // A new shared window of `bytes` per rank over the node (collective), owned by `into`.
+  void allocateShared(MPI_Aint bytes, MpiWindowHandle& into);
   friend struct ShmRegionOwner;
 
   MpiCommHandle nodeComm_;
