@@ -126,15 +126,18 @@ void ShmTeam::barrier(std::chrono::steady_clock::time_point deadline, const char
 
 // Keeps a region's window alive; destruction unregisters it and frees the window (collective).
 struct ShmRegionOwner final : CommBuffer::Owner {
-  ShmTeam* team;
-  std::uint64_t id;
+  std::shared_ptr<ShmTeam::Registry> registry;
+  std::uint64_t id = 0;
   MpiWindowHandle win;
-  ~ShmRegionOwner() override { team->removeRegion(id); }
+  ~ShmRegionOwner() override {
+    std::lock_guard lock(registry->mu);
+    registry->regions.erase(id);
+  }
 };
 
 CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
   auto owner = std::make_unique<ShmRegionOwner>();
-  owner->team = this;
+  owner->registry = registry_;
   allocateShared(static_cast<MPI_Aint>(bytes + 64), owner->win);
   const MPI_Win win = owner->win.get();
   Region region;
@@ -151,21 +154,16 @@ CommBuffer ShmTeam::allocateRegion(std::size_t bytes) {
   }
   char* base = region.bases[static_cast<std::size_t>(localRank_)];
   if (bytes) std::memset(base, 0, bytes);
-  std::lock_guard lock(regionsMu_);
-  owner->id = nextRegion_++;  // the same sequence on every rank of the node
-  regions_[owner->id] = std::move(region);
+  std::lock_guard lock(registry_->mu);
+  owner->id = registry_->next++;
+  registry_->regions[owner->id] = std::move(region);
   return CommBuffer(base, bytes, std::move(owner));
-}
-
-void ShmTeam::removeRegion(std::uint64_t id) {
-  std::lock_guard lock(regionsMu_);
-  regions_.erase(id);
 }
 
 ShmLocation ShmTeam::locate(const void* p, std::size_t bytes) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  std::lock_guard lock(regionsMu_);
-  for (const auto& [id, region] : regions_) {
+  std::lock_guard lock(registry_->mu);
+  for (const auto& [id, region] : registry_->regions) {
     const auto base = reinterpret_cast<std::uintptr_t>(region.bases[static_cast<std::size_t>(localRank_)]);
     const std::size_t size = region.sizes[static_cast<std::size_t>(localRank_)];
     if (size > 0 && addr >= base && addr + bytes <= base + size) return ShmLocation{id, addr - base};
@@ -183,8 +181,8 @@ void ShmTeam::publish(ShmLocation send, ShmLocation recv,
 }
 
 char* ShmTeam::address(int localRank, ShmLocation where) const {
-  std::lock_guard lock(regionsMu_);
-  const Region& region = regions_.at(where.region);
+  std::lock_guard lock(registry_->mu);
+  const Region& region = registry_->regions.at(where.region);
   return region.bases[static_cast<std::size_t>(localRank)] + where.offset;
 }
 

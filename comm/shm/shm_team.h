@@ -6,7 +6,8 @@
 // what the rank publishes about its current operation) and a staging area in two halves that
 // successive rounds use in turn. Every rank holds pointers to every peer's segment.
 // It also keeps the registry of shared regions (allocateRegion): user buffers placed in shared
-// windows, which peers read in place; an operation publishes where its buffers lie.
+// windows, which peers read in place; an operation publishes where its buffers lie. A region's
+// CommBuffer shares the registry, so it may outlive the team (and its communicator).
 // Construction, destruction and allocateRegion are collective over the node.
 // Thread-safety: operations run on one thread (the communicator's progress thread);
 // allocateRegion and region destruction may run on another (the registry has a mutex).
@@ -19,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -97,7 +99,12 @@ class ShmTeam {
     std::vector<char*> bases;
     std::vector<std::size_t> sizes;
   };
-  void removeRegion(std::uint64_t id);
+  // Shared with every region's owner, which unregisters itself on destruction.
+  struct Registry {
+    std::mutex mu;
+    std::map<std::uint64_t, Region> regions;
+    std::uint64_t next = 1;  // the same sequence on every rank of the node
+  };
   // A new shared window of `bytes` per rank over the node (collective), owned by `into`.
   void allocateShared(MPI_Aint bytes, MpiWindowHandle& into);
   friend struct ShmRegionOwner;
@@ -116,9 +123,7 @@ class ShmTeam {
   std::uint64_t round_ = 0;
   int slot_ = 1;
 
-  mutable std::mutex regionsMu_;
-  std::map<std::uint64_t, Region> regions_;
-  std::uint64_t nextRegion_ = 1;
+  std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
 };
 
 }  // namespace zrt::comm

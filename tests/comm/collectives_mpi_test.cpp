@@ -395,3 +395,15 @@ TEST_CASE("buffers in shared windows are read in place; mixed registration falls
     }
   }
 }
+
+TEST_CASE("a shared buffer may outlive the communicator that allocated it") {
+  CommBuffer kept;
+  {
+    MpiCommunicator comm(MPI_COMM_WORLD, variants()[1].options);
+    kept = comm.allocateBuffer(4096);
+    CHECK(kept.bytes() == 4096);
+    kept.as<char>()[4095] = 1;
+  }
+  CHECK(kept.as<char>()[4095] == 1);
+  kept.reset();  // collective, like the allocation: every rank frees it here
+}
