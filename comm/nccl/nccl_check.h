@@ -1,6 +1,8 @@
 // ZRT_CHECK_NCCL: every NCCL call goes through it. A failure throws ExternalError with
 // "[rank R] file:line", the call's text, ncclGetErrorString and NCCL's last error message
-// (which names the peer or transport that failed).
+// (which names the peer or transport that failed). ncclInProgress is a failure here: ZRT's
+// communicators are nonblocking, and a call that may return it goes through
+// NcclComm::settle (comm/nccl/nccl_comm.h), which waits for it with a bound.
 #pragma once
 
 #include <nccl.h>
@@ -10,7 +12,7 @@
 #define ZRT_CHECK_NCCL(call)                                                              \
   do {                                                                                    \
     ncclResult_t zrt_nccl_rc_ = (call);                                                   \
-    if (zrt_nccl_rc_ != ncclSuccess && zrt_nccl_rc_ != ncclInProgress) {                  \
+    if (zrt_nccl_rc_ != ncclSuccess) {                                                    \
       ZRT_THROW(::zrt::ExternalError, "NCCL call `" #call "` failed: ",                   \
                 ncclGetErrorString(zrt_nccl_rc_), " (", ncclGetLastError(nullptr), ")");  \
     }                                                                                     \

@@ -1,13 +1,34 @@
 #include "comm/nccl/nccl_comm.h"
 
+#include <thread>
+
 #include "comm/nccl/nccl_check.h"
 #include "runtime/log.h"
 
 namespace zrt::comm {
 
-NcclComm NcclComm::initRank(int nranks, const ncclUniqueId& id, int rank) {
+NcclComm NcclComm::initRank(int nranks, const ncclUniqueId& id, int rank,
+                            std::chrono::milliseconds timeout) {
   NcclComm c;
-  ZRT_CHECK_NCCL(ncclCommInitRank(&c.comm_, nranks, id, rank));
+  c.timeout_ = timeout;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t rc = ncclCommInitRankConfig(&c.comm_, nranks, id, rank, &config);
+  const std::string what = detail::cat("ncclCommInitRankConfig (rank ", rank, " of ", nranks,
+                                       "; every rank must join with the same id)");
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    // A communicator handed back with a failure is torn down here (its destructor would try to
+    // finalise it).
+    c.abort();
+    ZRT_THROW(ExternalError, what, " failed: ", ncclGetErrorString(rc), " (",
+              ncclGetLastError(nullptr), ")");
+  }
+  try {
+    c.settle(rc, what.c_str());
+  } catch (...) {
+    c.abort();  // half built: abort, never finalise
+    throw;
+  }
   return c;
 }
 
@@ -21,20 +42,61 @@ NcclComm::~NcclComm() {
   }
 }
 
+NcclComm::NcclComm(NcclComm&& o) noexcept : comm_(o.comm_), timeout_(o.timeout_) {
+  o.comm_ = nullptr;
+}
+
 NcclComm& NcclComm::operator=(NcclComm&& o) noexcept {
   if (this != &o) {
-    if (comm_) abort();
+    if (comm_) {
+      try {
+        destroy();
+      } catch (const std::exception& e) {
+        logError(detail::cat("replacing an NCCL communicator: ", e.what(), "; aborting it"));
+        abort();
+      }
+    }
     comm_ = o.comm_;
+    timeout_ = o.timeout_;
+    interrupted_ = false;
     o.comm_ = nullptr;
   }
   return *this;
 }
 
+void NcclComm::settle(ncclResult_t rc, const char* call) {
+  if (rc == ncclSuccess) return;
+  if (rc != ncclInProgress)
+    ZRT_THROW(ExternalError, "NCCL call ", call, " failed: ", ncclGetErrorString(rc), " (",
+              ncclGetLastError(comm_), ")");
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout_;
+  // Waits for the call to finish in the background: polls the communicator's state, with a
+  // sleep growing to 1 ms, until it leaves ncclInProgress or the deadline passes.
+  auto sleep = std::chrono::microseconds(1);
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ZRT_CHECK_NCCL(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress)
+      ZRT_THROW(ExternalError, "NCCL call ", call, " failed in the background: ",
+                ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+    if (interrupted_) ZRT_THROW(PeerError, "NCCL call ", call, " interrupted: the communicator is being aborted");
+    if (std::chrono::steady_clock::now() > deadline)
+      ZRT_THROW(TimeoutError, "NCCL call ", call, " still in progress after ",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                " s (timeout ", static_cast<double>(timeout_.count()) / 1000.0,
+                " s): a peer has not joined or is not progressing");
+    std::this_thread::sleep_for(sleep);
+    if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
+  }
+}
+
 void NcclComm::destroy() {
   if (!comm_) return;
+  settle(ncclCommFinalize(comm_), "ncclCommFinalize");  // a throw leaves comm_ to abort()
   ncclComm_t c = comm_;
   comm_ = nullptr;
-  ZRT_CHECK_NCCL(ncclCommFinalize(c));
   ZRT_CHECK_NCCL(ncclCommDestroy(c));
 }
 

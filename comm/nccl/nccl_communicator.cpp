@@ -7,6 +7,7 @@
 #include "comm/nccl/nccl_check.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/units.h"
 
 namespace zrt::comm {
 namespace {
@@ -61,7 +62,7 @@ NcclCommunicator::NcclCommunicator(CudaDevice& device, Stream& computeStream,
   commStream_ = device_.createStream();
   ready_ = device_.createEvent();
   barrierScratch_ = device_.allocate(sizeof(float), MemTag::CommBuckets);
-  comm_ = NcclComm::initRank(size, id, rank);
+  comm_ = NcclComm::initRank(size, id, rank, timeout);
   start(timeout);
 }
 
@@ -78,14 +79,20 @@ NcclCommunicator::~NcclCommunicator() {
   cv_.notify_all();
   watchdog_.join();
   try {
+    device_.makeCurrent();  // the members below are freed on this thread, maybe not the poster's
     commStream_->synchronize(timeout_);
   } catch (const std::exception& e) {
     logError(detail::cat("NCCL communicator shutting down with work unfinished: ", e.what()));
-    comm_.abort();
+    abort();
   }
+  // comm_ (destroyed before the stream and the events) finalises with a bounded wait.
 }
 
-void NcclCommunicator::abort() { comm_.abort(); }
+void NcclCommunicator::abort() {
+  comm_.interrupt();  // a post waiting in NcclComm::settle gives up and releases postMu_
+  std::lock_guard lock(postMu_);
+  comm_.abort();
+}
 
 void NcclCommunicator::setOnTimeout(std::function<void(const std::string&)> onTimeout) {
   std::lock_guard lock(mu_);
@@ -94,6 +101,7 @@ void NcclCommunicator::setOnTimeout(std::function<void(const std::string&)> onTi
 
 Work NcclCommunicator::post(Collective op) {
   validate(op, rank_, size_);
+  std::lock_guard serial(postMu_);
   if (!comm_) ZRT_THROW(PeerError, describe(op), ": the NCCL communicator was aborted");
   device_.makeCurrent();
   // The communication stream starts after the compute work queued so far (it produced the data).
@@ -102,7 +110,12 @@ Work NcclCommunicator::post(Collective op) {
   enqueueNccl(op);
   std::shared_ptr<Event> done = device_.createEvent();
   done->record(*commStream_);
-  const std::string text = detail::cat(nameOf(op.kind), " #", ++seq_, " (", describe(op), ", nccl)");
+  // As the MPI backend names its operations: "allReduce #3 (4.00 KiB fp32, nccl)".
+  const std::string text =
+      op.kind == OpKind::Barrier
+          ? detail::cat(nameOf(op.kind), " #", ++seq_, " (nccl)")
+          : detail::cat(nameOf(op.kind), " #", ++seq_, " (", formatBytes(opBytes(op)), " ",
+                        nameOf(op.dtype), ", nccl)");
   auto state = std::make_shared<WorkState>(text);
   state->setDevicePoll([done] { return done->query(); }, done);
   {
@@ -111,6 +124,28 @@ Work NcclCommunicator::post(Collective op) {
   }
   return Work(state);
 }
+
+namespace {
+
+// Ends a group on every path: a group left open on a throw would swallow later calls.
+struct NcclGroup {
+  NcclComm& comm;
+  bool open = true;
+  explicit NcclGroup(NcclComm& c) : comm(c) { ZRT_CHECK_NCCL(ncclGroupStart()); }
+  // Launches the group's calls; a nonblocking communicator may finish that in the background.
+  void end() {
+    open = false;
+    comm.settle(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  ~NcclGroup() {
+    if (!open) return;
+    const ncclResult_t rc = ncclGroupEnd();
+    if (rc != ncclSuccess && rc != ncclInProgress)
+      logError(detail::cat("ncclGroupEnd after a failed call: ", ncclGetErrorString(rc)));
+  }
+};
+
+}  // namespace
 
 void NcclCommunicator::enqueueNccl(const Collective& op) {
   auto stream = static_cast<cudaStream_t>(commStream_->native());
@@ -121,24 +156,29 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
   auto* out = static_cast<char*>(op.recv);
   switch (op.kind) {
     case OpKind::Barrier:
-      ZRT_CHECK_NCCL(ncclAllReduce(barrierScratch_.data(), barrierScratch_.data(), 1, ncclFloat32,
-                                   ncclSum, c, stream));
+      comm_.settle(ncclAllReduce(barrierScratch_.data(), barrierScratch_.data(), 1, ncclFloat32,
+                                 ncclSum, c, stream),
+                   "ncclAllReduce (barrier)");
       return;
     case OpKind::AllReduce:
-      ZRT_CHECK_NCCL(ncclAllReduce(op.send, op.recv, op.count, type, ncclSum, c, stream));
+      comm_.settle(ncclAllReduce(op.send, op.recv, op.count, type, ncclSum, c, stream),
+                   "ncclAllReduce");
       return;
     case OpKind::Broadcast:
-      ZRT_CHECK_NCCL(ncclBroadcast(op.recv, op.recv, op.count, type, op.root, c, stream));
+      comm_.settle(ncclBroadcast(op.recv, op.recv, op.count, type, op.root, c, stream),
+                   "ncclBroadcast");
       return;
     case OpKind::ReduceScatter: {
       const bool equal = std::all_of(op.counts.begin(), op.counts.end(),
                                      [&](std::size_t n) { return n == op.counts[0]; });
       if (equal) {
-        ZRT_CHECK_NCCL(ncclReduceScatter(op.send, op.recv, op.counts[0], type, ncclSum, c, stream));
+        comm_.settle(ncclReduceScatter(op.send, op.recv, op.counts[0], type, ncclSum, c, stream),
+                     "ncclReduceScatter");
         return;
       }
-      // One reduce per segment, rooted at its owner, issued as one group.
-      ZRT_CHECK_NCCL(ncclGroupStart());
+      // One reduce per segment, rooted at its owner, issued as one group (calls inside a group
+      // only record, so they return ncclSuccess even on a nonblocking communicator).
+      NcclGroup group(comm_);
       for (int r = 0; r < size_; ++r) {
         const std::size_t n = op.counts[static_cast<std::size_t>(r)];
         if (n == 0) continue;
@@ -146,7 +186,7 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
         ZRT_CHECK_NCCL(ncclReduce(seg, r == rank_ ? op.recv : const_cast<char*>(seg), n, type,
                                   ncclSum, r, c, stream));
       }
-      ZRT_CHECK_NCCL(ncclGroupEnd());
+      group.end();
       return;
     }
     case OpKind::AllGather: {
@@ -154,18 +194,19 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
                          std::all_of(op.counts.begin(), op.counts.end(),
                                      [&](std::size_t n) { return n == op.counts[0]; });
       if (equal) {
-        ZRT_CHECK_NCCL(ncclAllGather(op.send, op.recv, op.counts[0], type, c, stream));
+        comm_.settle(ncclAllGather(op.send, op.recv, op.counts[0], type, c, stream),
+                     "ncclAllGather");
         return;
       }
       // One broadcast per contribution, rooted at its owner, issued as one group.
-      ZRT_CHECK_NCCL(ncclGroupStart());
+      NcclGroup group(comm_);
       for (int r = 0; r < size_; ++r) {
         const std::size_t n = op.counts[static_cast<std::size_t>(r)];
         if (n == 0) continue;
         ZRT_CHECK_NCCL(ncclBroadcast(r == rank_ ? op.send : nullptr, out + segmentOffset(op, r) * es,
                                      n, type, r, c, stream));
       }
-      ZRT_CHECK_NCCL(ncclGroupEnd());
+      group.end();
       return;
     }
   }
@@ -203,7 +244,7 @@ void NcclCommunicator::watch() {
           handler(report);
         } else {
           logError(report);
-          comm_.abort();
+          abort();
           int initialized = 0, finalized = 0;
           MPI_Initialized(&initialized);
           MPI_Finalized(&finalized);

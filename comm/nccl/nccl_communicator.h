@@ -7,8 +7,10 @@
 // as a group of ncclReduce / ncclBroadcast. A watchdog thread retires finished operations into
 // the statistics (time = post to observed completion, 1 ms polling) and, when one outlives the
 // timeout, reports it (operation, bytes), aborts the NCCL communicator and, when MPI is up,
-// calls MPI_Abort.
-// Thread-safety: see Communicator.
+// calls MPI_Abort. The NCCL communicator is nonblocking (NcclComm): joining it, a first
+// collective that connects peers, and finalising it are waited for with the same timeout.
+// Thread-safety: see Communicator; posts are serialised (NCCL calls on one communicator must
+// not overlap), and abort() may be called from any thread.
 #pragma once
 
 #include <mpi.h>
@@ -47,7 +49,8 @@ class NcclCommunicator final : public Communicator {
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
 
-  // Tears the communicator down at once; later operations fail.
+  // Tears the communicator down at once (a post waiting on NCCL gives up first); later
+  // operations fail with PeerError.
   void abort();
   // Called with the report when an operation outlives the timeout (default: log, abort NCCL,
   // MPI_Abort when MPI is initialised, else std::abort).
@@ -77,7 +80,8 @@ class NcclCommunicator final : public Communicator {
   CommStats stats_;
   std::chrono::milliseconds timeout_{600'000};
 
-  std::mutex mu_;
+  std::mutex postMu_;  // serialises posts and abort (the NCCL calls on comm_)
+  std::mutex mu_;      // inFlight_, onTimeout_, stop_
   std::condition_variable cv_;
   std::deque<InFlight> inFlight_;
   std::function<void(const std::string&)> onTimeout_;
