@@ -6,6 +6,38 @@
 #include "runtime/units.h"
 
 namespace zrt::comm {
+namespace {
+
+// The same failure with what failed in front ("allReduce #3 (4.00 KiB fp32, path mpi): ..."),
+// as the same exception type, so a waiter can still catch TimeoutError or PeerError.
+std::exception_ptr naming(std::exception_ptr error, WorkState& state) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    const std::string text = detail::cat(state.description(), ": ", e.what());
+    try {
+      throw;
+    } catch (const TimeoutError&) {
+      return std::make_exception_ptr(TimeoutError(text));
+    } catch (const PeerError&) {
+      return std::make_exception_ptr(PeerError(text));
+    } catch (const InvalidArgument&) {
+      return std::make_exception_ptr(InvalidArgument(text));
+    } catch (const ExternalError&) {
+      return std::make_exception_ptr(ExternalError(text));
+    } catch (const OutOfMemory&) {
+      return std::make_exception_ptr(OutOfMemory(text));
+    } catch (const IoError& io) {
+      return std::make_exception_ptr(IoError(text, io.errnum()));
+    } catch (...) {
+      return std::make_exception_ptr(Error(text));
+    }
+  } catch (...) {
+    return error;  // not ZRT's: passed on unchanged
+  }
+}
+
+}  // namespace
 
 ProgressThread::ProgressThread(std::string name, Runner runner, CommStats& stats)
     : name_(std::move(name)), runner_(std::move(runner)), stats_(stats), thread_([this] { run(); }) {}
@@ -89,7 +121,7 @@ void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!error) stats_.record(item.op.kind, opBytes(item.op), seconds);
-  item.state->finish(error);
+  item.state->finish(error ? naming(error, *item.state) : nullptr);
   lock.lock();
   snap_.completed = item.seq;
   snap_.running = false;

@@ -273,6 +273,8 @@ TEST_CASE("mismatched sizes and dtypes are caught on every rank, naming the rank
   }
   CHECK(message.find("rank 1 posted allReduce") != std::string::npos);
   CHECK(message.find("rank 0 posted allReduce") != std::string::npos);
+  // Led by this rank's own operation, as its handle names it.
+  CHECK(message.find(detail::cat("allReduce #1 (", me == 1 ? 48 : 40, " B fp32, path mpi): ")) == 0);
 
   message.clear();
   try {

@@ -84,6 +84,8 @@ TEST_CASE("thread ranks: a rank that never arrives is named in a TimeoutError") 
     message = e.what();
   }
   CHECK(message.find("ranks that had not arrived: 2") != std::string::npos);
+  // The failure names the operation as its handle does: kind, number, bytes, dtype.
+  CHECK(message.find("allReduce #1 (32 B fp32, path threads): ") != std::string::npos);
 }
 
 TEST_CASE("thread ranks: mismatched operations fail on every rank") {
