@@ -12,6 +12,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
@@ -408,4 +409,44 @@ TEST_CASE("a shared buffer may outlive the communicator that allocated it") {
   }
   CHECK(kept.as<char>()[4095] == 1);
   kept.reset();  // collective, like the allocation: every rank frees it here
+}
+
+TEST_CASE("a rank that arrives late at every shared-memory operation gets the same results") {
+  // The last rank posts each operation 20 ms after the others, which meanwhile wait in the
+  // shared-memory barriers (or, asynchronously, race ahead to the next operation's staging).
+  const int world = test::worldSize(), me = test::worldRank();
+  const bool late = me == world - 1;
+  CommOptions o = variants()[1].options;  // shm, tiny staging: many rounds per operation
+  MpiCommunicator comm(MPI_COMM_WORLD, o);
+  const std::size_t n = 3001;
+  CommBuffer shared = comm.allocateBuffer(n * 4);
+  std::vector<Buf> staged(4, Buf(DType::F32, n));
+  std::vector<Work> works;
+  for (int k = 0; k < 4; ++k) {
+    // Alternately the caller's memory (staging rounds) and a shared buffer (read in place).
+    void* buf = k % 2 ? shared.data() : staged[static_cast<std::size_t>(k)].data();
+    for (std::size_t i = 0; i < n; ++i) storeElement(DType::F32, buf, i, test::exactValue(me, i + k));
+    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    works.push_back(comm.allReduceAsync(buf, n, DType::F32));
+    if (k % 2) works.back().wait();  // the shared buffer is reused by the next odd round
+    if (k % 2) {
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        float s = 0;
+        for (int r = 0; r < world; ++r) s += test::exactValue(r, i + k);
+        bad += loadElement(DType::F32, buf, i) != s;
+      }
+      CHECK(bad == 0);
+    }
+  }
+  waitAll(works);
+  for (int k = 0; k < 4; k += 2) {
+    int bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      float s = 0;
+      for (int r = 0; r < world; ++r) s += test::exactValue(r, i + k);
+      bad += staged[static_cast<std::size_t>(k)].get(i) != s;
+    }
+    CHECK(bad == 0);
+  }
 }
