@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -26,7 +27,7 @@ using test::Buf;
 namespace {
 
 struct Variant {
-  const char* name;
+  std::string name;
   CommOptions options;
 };
 
@@ -67,6 +68,23 @@ std::vector<std::size_t> unevenCounts(std::size_t base, int world) {
   return c;
 }
 
+// Runs body(comm, dtype, n) for every variant (one communicator each), dtype and size, with
+// all three in the context of any failure.
+template <class Body>
+void forEachCase(Body body) {
+  for (const Variant& v : variants()) {
+    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
+    for (DType t : kTypes) {
+      for (std::size_t n : kSizes) {
+        CAPTURE(v.name);
+        CAPTURE(nameOf(t));
+        CAPTURE(n);
+        body(comm, t, n);
+      }
+    }
+  }
+}
+
 bool sameBits(const Buf& a, const Buf& b, std::size_t from, std::size_t n, std::size_t bFrom = 0) {
   const std::size_t es = dtypeSize(a.dtype);
   return n == 0 || std::equal(a.bytes.begin() + static_cast<long>(from * es),
@@ -78,29 +96,16 @@ bool sameBits(const Buf& a, const Buf& b, std::size_t from, std::size_t n, std::
 
 TEST_CASE("all-reduce matches the exact sum, in and out of place, every path and dtype") {
   const int world = test::worldSize(), me = test::worldRank();
-  for (const Variant& v : variants()) {
-    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
-    for (DType t : kTypes) {
-      for (std::size_t n : kSizes) {
-        CAPTURE(v.name);
-        CAPTURE(nameOf(t));
-        CAPTURE(n);
-        Buf in(t, n), out(t, n), expect(t, n);
-        for (std::size_t i = 0; i < n; ++i) {
-          in.set(i, test::exactValue(me, i));
-          float s = 0;
-          for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-          expect.set(i, s);
-        }
-        Buf inCopy = in;
-        comm.allReduce(in.data(), out.data(), n, t);
-        CHECK(sameBits(out, expect, 0, n));
-        CHECK(sameBits(in, inCopy, 0, n));  // out of place leaves the input alone
-        comm.allReduce(in.data(), n, t);
-        CHECK(sameBits(in, expect, 0, n));
-      }
-    }
-  }
+  forEachCase([&](MpiCommunicator& comm, DType t, std::size_t n) {
+    auto [in, expect] = test::exactData(t, n, me, world);
+    const Buf inCopy = in;
+    Buf out(t, n);
+    comm.allReduce(in.data(), out.data(), n, t);
+    CHECK(sameBits(out, expect, 0, n));
+    CHECK(sameBits(in, inCopy, 0, n));  // out of place leaves the input alone
+    comm.allReduce(in.data(), n, t);
+    CHECK(sameBits(in, expect, 0, n));
+  });
 }
 
 TEST_CASE("all-reduce of random values is within the rounding bound of a float64 reference") {
@@ -130,91 +135,68 @@ TEST_CASE("all-reduce of random values is within the rounding bound of a float64
 
 TEST_CASE("reduce-scatter with equal and per-rank counts, in and out of place") {
   const int world = test::worldSize(), me = test::worldRank();
-  for (const Variant& v : variants()) {
-    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
-    for (DType t : kTypes) {
-      for (std::size_t base : kSizes) {
-        for (bool uneven : {false, true}) {
-          CAPTURE(v.name);
-          CAPTURE(nameOf(t));
-          CAPTURE(base);
-          CAPTURE(uneven);
-          const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
-          const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-          std::size_t off = 0;
-          for (int r = 0; r < me; ++r) off += counts[static_cast<std::size_t>(r)];
-          const std::size_t mine = counts[static_cast<std::size_t>(me)];
-          Buf in(t, total), expect(t, total);
-          for (std::size_t i = 0; i < total; ++i) {
-            in.set(i, test::exactValue(me, i));
-            float s = 0;
-            for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-            expect.set(i, s);
-          }
-          Buf out(t, mine, -99.f);
-          comm.reduceScatter(in.data(), out.data(), counts, t);
-          CHECK(sameBits(out, expect, 0, mine, off));
-          // In place: the result lands in this rank's segment; other segments stay as they were.
-          Buf inPlace = in;
-          comm.reduceScatter(inPlace.data(), inPlace.bytes.data() + off * dtypeSize(t), counts, t);
-          CHECK(sameBits(inPlace, expect, off, mine, off));
-          CHECK(sameBits(inPlace, in, 0, off));
-          CHECK(sameBits(inPlace, in, off + mine, total - off - mine, off + mine));
-        }
-      }
+  forEachCase([&](MpiCommunicator& comm, DType t, std::size_t base) {
+    for (bool uneven : {false, true}) {
+      CAPTURE(uneven);
+      const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      std::size_t off = 0;
+      for (int r = 0; r < me; ++r) off += counts[static_cast<std::size_t>(r)];
+      const std::size_t mine = counts[static_cast<std::size_t>(me)];
+      const auto [in, expect] = test::exactData(t, total, me, world);
+      Buf out(t, mine, -99.f);
+      comm.reduceScatter(in.data(), out.data(), counts, t);
+      CHECK(sameBits(out, expect, 0, mine, off));
+      // In place: the result lands in this rank's segment; other segments stay as they were.
+      Buf inPlace = in;
+      comm.reduceScatter(inPlace.data(), inPlace.bytes.data() + off * dtypeSize(t), counts, t);
+      CHECK(sameBits(inPlace, expect, off, mine, off));
+      CHECK(sameBits(inPlace, in, 0, off));
+      CHECK(sameBits(inPlace, in, off + mine, total - off - mine, off + mine));
     }
-  }
+  });
 }
 
 TEST_CASE("all-gather with equal counts, per-rank counts at displacements, and in place") {
   const int world = test::worldSize(), me = test::worldRank();
-  for (const Variant& v : variants()) {
-    MpiCommunicator comm(MPI_COMM_WORLD, v.options);
-    for (DType t : kTypes) {
-      for (std::size_t base : kSizes) {
-        for (bool uneven : {false, true}) {
-          CAPTURE(v.name);
-          CAPTURE(nameOf(t));
-          CAPTURE(base);
-          CAPTURE(uneven);
-          const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
-          // Uneven: segments in reverse rank order with a gap of 3 elements before each.
-          std::vector<std::size_t> displs;
-          std::size_t extent = 0;
-          if (uneven) {
-            displs.resize(static_cast<std::size_t>(world));
-            for (int r = world - 1; r >= 0; --r) {
-              displs[static_cast<std::size_t>(r)] = extent + 3;
-              extent += 3 + counts[static_cast<std::size_t>(r)];
-            }
-          } else {
-            extent = base * static_cast<std::size_t>(world);
-          }
-          auto displ = [&](int r) {
-            return uneven ? displs[static_cast<std::size_t>(r)] : base * static_cast<std::size_t>(r);
-          };
-          const std::size_t mine = counts[static_cast<std::size_t>(me)];
-          Buf in(t, mine);
-          for (std::size_t i = 0; i < mine; ++i) in.set(i, test::exactValue(me, i));
-          Buf expect(t, extent, -7.f);
-          for (int r = 0; r < world; ++r)
-            for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i)
-              expect.set(displ(r) + i, test::exactValue(r, i));
-
-          Buf out(t, extent, -7.f);
-          comm.allGather(in.data(), out.data(), counts, t, displs);
-          CHECK(sameBits(out, expect, 0, extent));
-
-          Buf inPlace(t, extent, -7.f);
-          std::copy(in.bytes.begin(), in.bytes.end(),
-                    inPlace.bytes.begin() + static_cast<long>(displ(me) * dtypeSize(t)));
-          comm.allGather(inPlace.bytes.data() + displ(me) * dtypeSize(t), inPlace.data(), counts,
-                         t, displs);
-          CHECK(sameBits(inPlace, expect, 0, extent));
+  forEachCase([&](MpiCommunicator& comm, DType t, std::size_t base) {
+    for (bool uneven : {false, true}) {
+      CAPTURE(uneven);
+      const auto counts = uneven ? unevenCounts(base, world) : equalCounts(base, world);
+      // Uneven: segments in reverse rank order with a gap of 3 elements before each.
+      std::vector<std::size_t> displs;
+      std::size_t extent = 0;
+      if (uneven) {
+        displs.resize(static_cast<std::size_t>(world));
+        for (int r = world - 1; r >= 0; --r) {
+          displs[static_cast<std::size_t>(r)] = extent + 3;
+          extent += 3 + counts[static_cast<std::size_t>(r)];
         }
+      } else {
+        extent = base * static_cast<std::size_t>(world);
       }
+      auto displ = [&](int r) {
+        return uneven ? displs[static_cast<std::size_t>(r)] : base * static_cast<std::size_t>(r);
+      };
+      const std::size_t mine = counts[static_cast<std::size_t>(me)];
+      const Buf in = test::exactData(t, mine, me, world).in;
+      Buf expect(t, extent, -7.f);
+      for (int r = 0; r < world; ++r)
+        for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i)
+          expect.set(displ(r) + i, test::exactValue(r, i));
+
+      Buf out(t, extent, -7.f);
+      comm.allGather(in.data(), out.data(), counts, t, displs);
+      CHECK(sameBits(out, expect, 0, extent));
+
+      Buf inPlace(t, extent, -7.f);
+      std::copy(in.bytes.begin(), in.bytes.end(),
+                inPlace.bytes.begin() + static_cast<long>(displ(me) * dtypeSize(t)));
+      comm.allGather(inPlace.bytes.data() + displ(me) * dtypeSize(t), inPlace.data(), counts, t,
+                     displs);
+      CHECK(sameBits(inPlace, expect, 0, extent));
     }
-  }
+  });
 }
 
 TEST_CASE("broadcast from the last rank and a barrier") {
@@ -363,12 +345,7 @@ TEST_CASE("buffers in shared windows are read in place; mixed registration falls
         const bool reg = mode == 0 || me == 0;
         char* send = reg ? sendR.as<char>() : sendP.data();
         char* recv = reg ? recvR.as<char>() : recvP.data();
-        auto sum = [&](std::size_t i) {
-          float s = 0;
-          for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-          Buf b(t, 1, s);
-          return b.get(0);
-        };
+        auto sum = [&](std::size_t i) { return Buf(t, 1, test::exactSum(world, i)).get(0); };
         int bad = 0;
         // all-reduce out of place and in place
         for (std::size_t i = 0; i < n; ++i) storeElement(t, send, i, test::exactValue(me, i));
@@ -422,31 +399,26 @@ TEST_CASE("a rank that arrives late at every shared-memory operation gets the sa
   CommBuffer shared = comm.allocateBuffer(n * 4);
   std::vector<Buf> staged(4, Buf(DType::F32, n));
   std::vector<Work> works;
+  std::vector<std::function<int()>> checks;  // wrong elements of each staged buffer
   for (int k = 0; k < 4; ++k) {
     // Alternately the caller's memory (staging rounds) and a shared buffer (read in place).
     void* buf = k % 2 ? shared.data() : staged[static_cast<std::size_t>(k)].data();
     for (std::size_t i = 0; i < n; ++i) storeElement(DType::F32, buf, i, test::exactValue(me, i + k));
     if (late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     works.push_back(comm.allReduceAsync(buf, n, DType::F32));
-    if (k % 2) works.back().wait();  // the shared buffer is reused by the next odd round
-    if (k % 2) {
+    auto wrong = [buf, k, n, world] {
       int bad = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        float s = 0;
-        for (int r = 0; r < world; ++r) s += test::exactValue(r, i + k);
-        bad += loadElement(DType::F32, buf, i) != s;
-      }
-      CHECK(bad == 0);
+      for (std::size_t i = 0; i < n; ++i)
+        bad += loadElement(DType::F32, buf, i) != test::exactSum(world, i + k);
+      return bad;
+    };
+    if (k % 2) {  // the shared buffer is reused by the next odd round: check it now
+      works.back().wait();
+      CHECK(wrong() == 0);
+    } else {
+      checks.push_back(wrong);
     }
   }
   waitAll(works);
-  for (int k = 0; k < 4; k += 2) {
-    int bad = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      float s = 0;
-      for (int r = 0; r < world; ++r) s += test::exactValue(r, i + k);
-      bad += staged[static_cast<std::size_t>(k)].get(i) != s;
-    }
-    CHECK(bad == 0);
-  }
+  for (auto& wrong : checks) CHECK(wrong() == 0);
 }

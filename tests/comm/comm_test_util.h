@@ -33,6 +33,26 @@ inline float exactValue(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 29) - 14);
 }
 
+// The sum over ranks 0..world-1 of exactValue(r, i): every partial sum is exact.
+inline float exactSum(int world, std::size_t i) {
+  float s = 0;
+  for (int r = 0; r < world; ++r) s += exactValue(r, i);
+  return s;
+}
+
+// Rank `rank`'s exact inputs (exactValue(rank, first + i)) and their sums over the world.
+struct ExactData {
+  Buf in, sum;
+};
+inline ExactData exactData(DType dtype, std::size_t n, int rank, int world, std::size_t first = 0) {
+  ExactData d{Buf(dtype, n), Buf(dtype, n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    d.in.set(i, exactValue(rank, first + i));
+    d.sum.set(i, exactSum(world, first + i));
+  }
+  return d;
+}
+
 // A pseudo-random value in [-1, 1) that rounds exactly to `dtype` (it is stored in the buffer).
 inline float randomValue(int rank, std::size_t i, DType dtype) {
   std::uint64_t x = (static_cast<std::uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;

@@ -48,13 +48,7 @@ TEST_CASE("NCCL collectives on every visible GPU") {
       const int me = comm.rank();
       const std::size_t n = 4099;
       const std::size_t es = dtypeSize(t);
-      Buf host(t, n), expect(t, n);
-      for (std::size_t i = 0; i < n; ++i) {
-        host.set(i, test::exactValue(me, i));
-        float s = 0;
-        for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-        expect.set(i, s);
-      }
+      const auto [host, expect] = test::exactData(t, n, me, world);
       DeviceMemory d = dev.allocate(n * es, MemTag::Gradients);
       dev.copyAsync(d.data(), host.data(), n * es, compute);
       Work w = comm.allReduceAsync(d.data(), n, t);
@@ -79,11 +73,7 @@ TEST_CASE("NCCL collectives on every visible GPU") {
       dev.copyAsync(f.data(), full.data(), total * es, compute);
       compute.synchronize();
       int bad = 0;
-      for (std::size_t i = 0; i < total; ++i) {
-        float s = 0;
-        for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-        bad += f.get(i) != Buf(t, 1, s).get(0);
-      }
+      for (std::size_t i = 0; i < total; ++i) bad += f.get(i) != Buf(t, 1, test::exactSum(world, i)).get(0);
       CHECK(bad == 0);
       // Broadcast from the last rank: every rank ends with its values.
       dev.copyAsync(d.data(), host.data(), n * es, compute);

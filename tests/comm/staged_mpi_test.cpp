@@ -26,13 +26,7 @@ TEST_CASE("device buffers through pinned staging give the host results") {
   const DType t = DType::BF16;
   const std::size_t n = 3001;
   DeviceMemory buf = device.allocate(n * 2, MemTag::Gradients);
-  test::Buf in(t, n), expect(t, n);
-  for (std::size_t i = 0; i < n; ++i) {
-    in.set(i, test::exactValue(me, i));
-    float s = 0;
-    for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-    expect.set(i, s);
-  }
+  const auto [in, expect] = test::exactData(t, n, me, world);
   std::memcpy(buf.data(), in.data(), n * 2);
   comm.allReduce(buf.data(), n, t);
   CHECK(std::memcmp(buf.data(), expect.data(), n * 2) == 0);
@@ -48,11 +42,7 @@ TEST_CASE("device buffers through pinned staging give the host results") {
   comm.reduceScatter(full.data(), shard.data(), per, t);
   comm.allGather(shard.data(), full.data(), per, t);
   int bad = 0;
-  for (std::size_t i = 0; i < total; ++i) {
-    float s = 0;
-    for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-    bad += loadElement(t, full.data(), i) != s;
-  }
+  for (std::size_t i = 0; i < total; ++i) bad += loadElement(t, full.data(), i) != test::exactSum(world, i);
   CHECK(bad == 0);
   comm.broadcast(buf.data(), n, t, 0);
   comm.barrier();

@@ -25,30 +25,19 @@ TEST_CASE("thread ranks: every collective on 1 to 4 ranks, zero and odd sizes") 
           const int me = c.rank();
           int& bad = failures[static_cast<std::size_t>(me)];
           // all-reduce in place
-          Buf a(t, n);
-          for (std::size_t i = 0; i < n; ++i) a.set(i, test::exactValue(me, i));
+          auto [a, sum] = test::exactData(t, n, me, world);
           c.allReduce(a.data(), n, t);
-          for (std::size_t i = 0; i < n; ++i) {
-            float s = 0;
-            for (int r = 0; r < world; ++r) s += test::exactValue(r, i);
-            Buf e(t, 1, s);
-            bad += a.get(i) != e.get(0);
-          }
+          for (std::size_t i = 0; i < n; ++i) bad += a.get(i) != sum.get(i);
           // reduce-scatter, per-rank counts
           std::vector<std::size_t> counts(static_cast<std::size_t>(world));
           for (int r = 0; r < world; ++r) counts[static_cast<std::size_t>(r)] = n + static_cast<std::size_t>(r);
           const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
           std::size_t off = 0;
           for (int r = 0; r < me; ++r) off += counts[static_cast<std::size_t>(r)];
-          Buf in(t, total), out(t, counts[static_cast<std::size_t>(me)]);
-          for (std::size_t i = 0; i < total; ++i) in.set(i, test::exactValue(me, i));
+          const auto [in, sums] = test::exactData(t, total, me, world);
+          Buf out(t, counts[static_cast<std::size_t>(me)]);
           c.reduceScatter(in.data(), out.data(), counts, t);
-          for (std::size_t i = 0; i < out.size(); ++i) {
-            float s = 0;
-            for (int r = 0; r < world; ++r) s += test::exactValue(r, off + i);
-            Buf e(t, 1, s);
-            bad += out.get(i) != e.get(0);
-          }
+          for (std::size_t i = 0; i < out.size(); ++i) bad += out.get(i) != sums.get(off + i);
           // all-gather in place
           Buf g(t, total, -1.f);
           for (std::size_t i = 0; i < counts[static_cast<std::size_t>(me)]; ++i)
