@@ -11,8 +11,11 @@ namespace zrt::comm {
 AllGatherBucketerOptions AllGatherBucketerOptions::fromZeroConfig(const ZeroConfig& zero,
                                                                   DType dtype) {
   AllGatherBucketerOptions o;
+  // The config admits stage3_prefetch_bucket_size 0 (no prefetch); it used to become a bucket
+  // of one element, an all-gather per element.
   const std::int64_t size = zero.stage >= 3 ? zero.stage3_prefetch_bucket_size : zero.allgather_bucket_size;
-  o.allgatherBucketSize = static_cast<std::size_t>(std::max<std::int64_t>(1, size));
+  o.allgatherBucketSize =
+      size <= 0 ? kOneItemPerBucket : static_cast<std::size_t>(size);
   o.overlapComm = zero.overlap_comm;
   o.dtype = dtype;
   return o;

@@ -23,12 +23,14 @@
 namespace zrt::comm {
 
 struct AllGatherBucketerOptions {
-  std::size_t allgatherBucketSize = 500'000'000;  // elements over all ranks
+  // Elements over all ranks; kOneItemPerBucket (0): every item gathered whole on its own.
+  std::size_t allgatherBucketSize = 500'000'000;
   bool overlapComm = false;
   DType dtype = DType::F32;
   std::uint64_t shardAlignElements = 1;
 
-  // Stages 1/2: allgather_bucket_size; stage 3: stage3_prefetch_bucket_size.
+  // Stages 1/2: allgather_bucket_size; stage 3: stage3_prefetch_bucket_size, where 0 (no
+  // prefetch) gathers each parameter on its own.
   static AllGatherBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
 };
 

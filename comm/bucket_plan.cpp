@@ -39,18 +39,21 @@ GradBucketPlan planGradientBuckets(std::span<const std::size_t> numels, std::siz
 
 GatherPlan planAllGatherBuckets(std::span<const std::size_t> itemNumels, int worldSize,
                                 std::size_t bucketElems, std::uint64_t alignElements) {
-  if (bucketElems == 0)
-    ZRT_THROW(InvalidArgument, "allgather_bucket_size must be at least 1 element");
   if (worldSize < 1) ZRT_THROW(InvalidArgument, "world size must be at least 1, got ", worldSize);
   GatherPlan p;
   p.worldSize = worldSize;
   p.itemNumel.assign(itemNumels.begin(), itemNumels.end());
+  const bool onePerItem = bucketElems == kOneItemPerBucket;
   // Elements per rank a bucket may hold (at least one, however small the bucket).
   const std::size_t perRankCap = std::max<std::size_t>(1, bucketElems / static_cast<std::size_t>(worldSize));
   GatherBucket cur;
   for (std::size_t i = 0; i < itemNumels.size(); ++i) {
     const std::size_t shard = shardOf(itemNumels[i], worldSize, 0, alignElements).count;
     p.shardCount.push_back(shard);
+    if (onePerItem) {
+      if (shard > 0) p.buckets.push_back(GatherBucket{{GatherPiece{i, 0, shard}}, shard});
+      continue;
+    }
     for (std::size_t off = 0; off < shard;) {
       if (cur.perRank == perRankCap) {
         p.buckets.push_back(std::move(cur));

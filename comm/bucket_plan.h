@@ -59,7 +59,10 @@ struct GatherPlan {
 };
 
 // Items' shards follow shardOf(numel, worldSize, rank, alignElements). Zero-sized items need no
-// bucket. Throws InvalidArgument when bucketElems is 0 or worldSize < 1.
+// bucket. bucketElems == kOneItemPerBucket (0) gathers every item whole in a bucket of its own
+// (stage 3 with stage3_prefetch_bucket_size 0: nothing fetched ahead, nothing coalesced).
+// Throws InvalidArgument when worldSize < 1.
+inline constexpr std::size_t kOneItemPerBucket = 0;
 GatherPlan planAllGatherBuckets(std::span<const std::size_t> itemNumels, int worldSize,
                                 std::size_t bucketElems, std::uint64_t alignElements = 1);
 

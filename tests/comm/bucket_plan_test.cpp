@@ -95,5 +95,23 @@ TEST_CASE("all-gather buckets cover every shard element once, within the cap") {
       }
     }
   }
-  CHECK_THROWS_AS(planAllGatherBuckets(std::vector<std::size_t>{4}, 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(planAllGatherBuckets(std::vector<std::size_t>{4}, 0, 100), InvalidArgument);
+}
+
+TEST_CASE("all-gather plan with one item per bucket (stage 3 without prefetch)") {
+  const std::vector<std::size_t> items = {0, 1, 17, 1000, 0, 257};
+  for (int world : {1, 3}) {
+    const GatherPlan p = planAllGatherBuckets(items, world, kOneItemPerBucket, 8);
+    CHECK(p.buckets.size() == 4);  // the empty items need none
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (items[i] == 0) continue;
+      const GatherBucket& b = p.buckets.at(k++);
+      REQUIRE(b.pieces.size() == 1);
+      CHECK(b.pieces[0].item == i);
+      CHECK(b.pieces[0].shardOffset == 0);
+      CHECK(b.pieces[0].length == shardOf(items[i], world, 0, 8).count);
+      CHECK(b.perRank == b.pieces[0].length);
+    }
+  }
 }

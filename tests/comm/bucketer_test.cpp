@@ -180,13 +180,17 @@ TEST_CASE("options come from the ZeRO config section") {
   CHECK(AllGatherBucketerOptions::fromZeroConfig(z, DType::F32).allgatherBucketSize == 777);
   z.stage = 3;
   CHECK(AllGatherBucketerOptions::fromZeroConfig(z, DType::F32).allgatherBucketSize == 55);
+  z.stage3_prefetch_bucket_size = 0;  // no prefetch: each parameter gathered on its own
+  CHECK(AllGatherBucketerOptions::fromZeroConfig(z, DType::F32).allgatherBucketSize ==
+        kOneItemPerBucket);
 }
 
 TEST_CASE("all-gather bucketer rebuilds flat buffers and many small items") {
   const std::vector<std::size_t> items = {1000, 1, 0, 17, 5, 333};
   for (int world : {1, 2, 3, 4}) {
     for (bool overlap : {false, true}) {
-      for (std::size_t cap : {1u, 40u, 512u, 1u << 20}) {
+      for (std::size_t cap : {kOneItemPerBucket, std::size_t{1}, std::size_t{40}, std::size_t{512},
+                              std::size_t{1} << 20}) {
         CAPTURE(world);
         CAPTURE(overlap);
         CAPTURE(cap);
