@@ -107,15 +107,7 @@ void AllGatherBucketer::waitBucket(std::size_t k) {
 }
 
 void AllGatherBucketer::finish() {
-  std::exception_ptr first;
-  for (std::size_t k = 0; k < done_.size(); ++k) {
-    try {
-      waitBucket(k);
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  completeAll(done_.size(), [&](std::size_t k) { waitBucket(k); });
 }
 
 }  // namespace zrt::comm

@@ -219,16 +219,14 @@ void GradientBucketer::complete(std::size_t bucket) {
 }
 
 void GradientBucketer::waitAllLaunched() {
-  std::exception_ptr first;
-  for (std::size_t b = 0; b < nextLaunch_ && b < done_.size(); ++b) {
+  completeAll(std::min(nextLaunch_, done_.size()), [&](std::size_t b) {
     try {
       complete(b);
     } catch (...) {
-      done_[b] = true;
-      if (!first) first = std::current_exception();
+      done_[b] = true;  // failed: not waited for again
+      throw;
     }
-  }
-  if (first) std::rethrow_exception(first);
+  });
 }
 
 void GradientBucketer::finishBackward() {

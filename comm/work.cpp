@@ -94,10 +94,14 @@ void waitOnStream(const Work& work, Stream& stream, std::chrono::milliseconds ti
 }
 
 void waitAll(const std::vector<Work>& works, std::chrono::milliseconds timeout) {
+  completeAll(works.size(), [&](std::size_t k) { works[k].wait(timeout); });
+}
+
+void completeAll(std::size_t n, const std::function<void(std::size_t)>& complete) {
   std::exception_ptr first;
-  for (const Work& w : works) {
+  for (std::size_t k = 0; k < n; ++k) {
     try {
-      w.wait(timeout);
+      complete(k);
     } catch (...) {
       if (!first) first = std::current_exception();
     }

@@ -9,11 +9,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/wait.h"
 
@@ -87,5 +89,9 @@ void waitOnStream(const Work& work, Stream& stream,
 // Waits for every handle in order; rethrows the first failure after all were waited for.
 void waitAll(const std::vector<Work>& works,
              std::chrono::milliseconds timeout = defaultWaitTimeout());
+
+// Calls complete(k) for k = 0 .. n-1, every one even after a failure (each may hold buffers an
+// operation still uses), then rethrows the first failure. The bucketers finish their buckets so.
+void completeAll(std::size_t n, const std::function<void(std::size_t)>& complete);
 
 }  // namespace zrt::comm
