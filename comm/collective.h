@@ -34,8 +34,8 @@ struct Collective {
   const void* send = nullptr;
   void* recv = nullptr;
   std::size_t count = 0;                // AllReduce, Broadcast
-  std::vector<std::size_t> counts;      // ReduceScatter, AllGather: one per rank
-  std::vector<std::size_t> displs;      // AllGather: one per rank, or empty (packed)
+  std::vector<std::size_t> counts{};    // ReduceScatter, AllGather: one per rank
+  std::vector<std::size_t> displs{};    // AllGather: one per rank, or empty (packed)
   int root = 0;                         // Broadcast
 };
 

@@ -3,47 +3,25 @@
 namespace zrt::comm {
 
 Collective allReduceOp(const void* send, void* recv, std::size_t count, DType dtype) {
-  Collective op;
-  op.kind = OpKind::AllReduce;
-  op.dtype = dtype;
-  op.send = send;
-  op.recv = recv;
-  op.count = count;
-  return op;
+  return Collective{.kind = OpKind::AllReduce, .dtype = dtype, .send = send, .recv = recv,
+                    .count = count};
 }
 
 Collective reduceScatterOp(const void* send, void* recv, std::vector<std::size_t> counts,
                            DType dtype) {
-  Collective op;
-  op.kind = OpKind::ReduceScatter;
-  op.dtype = dtype;
-  op.send = send;
-  op.recv = recv;
-  op.counts = std::move(counts);
-  return op;
+  return Collective{.kind = OpKind::ReduceScatter, .dtype = dtype, .send = send, .recv = recv,
+                    .counts = std::move(counts)};
 }
 
 Collective allGatherOp(const void* send, void* recv, std::vector<std::size_t> counts, DType dtype,
                        std::vector<std::size_t> displs) {
-  Collective op;
-  op.kind = OpKind::AllGather;
-  op.dtype = dtype;
-  op.send = send;
-  op.recv = recv;
-  op.counts = std::move(counts);
-  op.displs = std::move(displs);
-  return op;
+  return Collective{.kind = OpKind::AllGather, .dtype = dtype, .send = send, .recv = recv,
+                    .counts = std::move(counts), .displs = std::move(displs)};
 }
 
 Collective broadcastOp(void* buf, std::size_t count, DType dtype, int root) {
-  Collective op;
-  op.kind = OpKind::Broadcast;
-  op.dtype = dtype;
-  op.send = buf;
-  op.recv = buf;
-  op.count = count;
-  op.root = root;
-  return op;
+  return Collective{.kind = OpKind::Broadcast, .dtype = dtype, .send = buf, .recv = buf,
+                    .count = count, .root = root};
 }
 
 }  // namespace zrt::comm
