@@ -25,52 +25,86 @@ void copyBytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes && dst != src) std::memcpy(dst, src, bytes);
 }
 
-// An even split of `count` elements into `parts` regions (the first count % parts get one more).
-struct Regions {
-  std::size_t base, extra;
-  std::size_t begin(int j) const {
-    const auto u = static_cast<std::size_t>(j);
-    return u * base + std::min(u, extra);
-  }
-  std::size_t len(int j) const { return base + (static_cast<std::size_t>(j) < extra ? 1 : 0); }
+// Local rank j's segment of a buffer: [begin[j], begin[j] + len[j]) elements.
+struct Segments {
+  std::vector<std::size_t> begin, len;
+  std::size_t longest() const { return len.empty() ? 0 : *std::max_element(len.begin(), len.end()); }
 };
+
+// An even split of `count` elements over `parts` ranks (the first count % parts get one more).
+Segments evenSegments(std::size_t count, int parts) {
+  const auto n = static_cast<std::size_t>(parts);
+  Segments s;
+  for (std::size_t j = 0, at = 0; j < n; ++j) {
+    s.begin.push_back(at);
+    s.len.push_back(count / n + (j < count % n ? 1 : 0));
+    at += s.len.back();
+  }
+  return s;
+}
+
+// The operation's own per-rank segments (single node: local rank == world rank).
+Segments opSegments(const Collective& op) {
+  Segments s;
+  for (std::size_t r = 0; r < op.counts.size(); ++r) {
+    s.begin.push_back(segmentOffset(op, static_cast<int>(r)));
+    s.len.push_back(op.counts[r]);
+  }
+  return s;
+}
+
+// Pointers to part `slotIndex` of every local rank's staging half `h`.
+std::vector<const void*> stagedParts(const ShmTeam& t, int h, std::size_t slotIndex,
+                                     std::size_t slotBytes) {
+  std::vector<const void*> srcs(static_cast<std::size_t>(t.localSize()));
+  for (int r = 0; r < t.localSize(); ++r)
+    srcs[static_cast<std::size_t>(r)] = t.staging(r, h) + slotIndex * slotBytes;
+  return srcs;
+}
+
+// The node's ranks reduce `send` together, in rounds of one staging half: local rank j owns
+// segment j. Each round every rank stages its part of every segment in slot j of its staging
+// half, then each owner sums slot j of every rank's staging. The sum of this rank's segment goes
+// to `ownOut` (reduce-scatter), or with `gather` stays in the owner's slot, and after a second
+// barrier every rank that has a `gatherOut` copies every segment's sum there (all-reduce; a null
+// gatherOut still keeps the barriers in step).
+void nodeReduce(const ShmContext& c, const char* send, DType dtype, const Segments& seg,
+                char* ownOut, bool gather, char* gatherOut) {
+  ShmTeam& t = c.team;
+  const int L = t.localSize(), me = t.localRank();
+  const auto mine = static_cast<std::size_t>(me);
+  const std::size_t es = dtypeSize(dtype);
+  const std::size_t slot = slotElems(t, L, es), slotBytes = slot * es;
+  const std::size_t rounds = (seg.longest() + slot - 1) / slot;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const int h = t.nextHalf();
+    const std::size_t from = k * slot;
+    char* staging = t.staging(me, h);
+    for (std::size_t j = 0; j < seg.len.size(); ++j)
+      copyBytes(staging + j * slotBytes, send + (seg.begin[j] + from) * es,
+                clampLen(seg.len[j], from, slot) * es);
+    t.barrier(c.deadline, c.what);  // every rank's parts of this round are staged
+    // (ownOut may be null when this rank's segment is empty.)
+    char* sum = gather ? staging + mine * slotBytes : ownOut ? ownOut + from * es : nullptr;
+    sumInto(dtype, sum, stagedParts(t, h, mine, slotBytes).data(), L,
+            clampLen(seg.len[mine], from, slot));
+    if (!gather) continue;
+    t.barrier(c.deadline, c.what);  // every segment's part of this round is reduced
+    if (!gatherOut) continue;
+    for (std::size_t j = 0; j < seg.len.size(); ++j)
+      copyBytes(gatherOut + (seg.begin[j] + from) * es,
+                t.staging(static_cast<int>(j), h) + j * slotBytes,
+                clampLen(seg.len[j], from, slot) * es);
+  }
+}
 
 // Node-level all-reduce: the node's sum of `send` lands in `recv` on every local rank (or, with
 // leaderOnly, on the leader only; others may pass recv = nullptr).
 void nodeAllReduce(const ShmContext& c, const void* send, void* recv, std::size_t count,
                    DType dtype, bool leaderOnly) {
-  ShmTeam& t = c.team;
-  const int L = t.localSize(), me = t.localRank();
-  const std::size_t es = dtypeSize(dtype);
-  const std::size_t slot = slotElems(t, L, es);
-  const std::size_t slotBytes = slot * es;
-  const Regions reg{count / static_cast<std::size_t>(L), count % static_cast<std::size_t>(L)};
-  const std::size_t rounds = (reg.len(0) + slot - 1) / slot;
-  const auto* in = static_cast<const char*>(send);
-  auto* out = static_cast<char*>(recv);
-  const bool writeOut = !leaderOnly || t.isLeader();
-  std::vector<const void*> srcs(static_cast<std::size_t>(L));
-  for (std::size_t k = 0; k < rounds; ++k) {
-    const int h = t.nextHalf();
-    char* mine = t.staging(me, h);
-    for (int j = 0; j < L; ++j) {
-      const std::size_t from = k * slot, len = clampLen(reg.len(j), from, slot);
-      copyBytes(mine + static_cast<std::size_t>(j) * slotBytes, in + (reg.begin(j) + from) * es,
-                len * es);
-    }
-    t.barrier(c.deadline, c.what);  // every rank's inputs of this round are staged
-    const std::size_t myLen = clampLen(reg.len(me), k * slot, slot);
-    for (int r = 0; r < L; ++r)
-      srcs[static_cast<std::size_t>(r)] = t.staging(r, h) + static_cast<std::size_t>(me) * slotBytes;
-    sumInto(dtype, mine + static_cast<std::size_t>(me) * slotBytes, srcs.data(), L, myLen);
-    t.barrier(c.deadline, c.what);  // every slice of this round is reduced
-    if (!writeOut) continue;
-    for (int j = 0; j < L; ++j) {
-      const std::size_t from = k * slot, len = clampLen(reg.len(j), from, slot);
-      copyBytes(out + (reg.begin(j) + from) * es,
-                t.staging(j, h) + static_cast<std::size_t>(j) * slotBytes, len * es);
-    }
-  }
+  const bool writeOut = !leaderOnly || c.team.isLeader();
+  nodeReduce(c, static_cast<const char*>(send), dtype, evenSegments(count, c.team.localSize()),
+             nullptr, /*gather=*/true, writeOut ? static_cast<char*>(recv) : nullptr);
 }
 
 // Copies the bytes [packedFrom, packedFrom + bytes) of a packed buffer into `recv`: the packed
@@ -114,6 +148,14 @@ void leaderAllReduce(const ShmContext& c, void* buf, std::size_t count, DType dt
   mpiAllReduce(leaderTarget(c, dtype), c.ops.sum(dtype), buf, buf, count);
 }
 
+// Every local rank's published send buffer, `offsetBytes` in (after allInRegions).
+std::vector<const void*> peerSends(const ShmTeam& t, std::size_t offsetBytes) {
+  std::vector<const void*> srcs(static_cast<std::size_t>(t.localSize()));
+  for (int r = 0; r < t.localSize(); ++r)
+    srcs[static_cast<std::size_t>(r)] = t.address(r, t.peerSend(r)) + offsetBytes;
+  return srcs;
+}
+
 // Publishes where this rank's buffers lie and returns whether every rank's lie in shared regions
 // (send, and recv when `withRecv`): then the operation reads its peers' buffers in place. Single
 // node only; the answer is the same on every rank.
@@ -136,20 +178,20 @@ void shmAllReduce(const ShmContext& c, const Collective& op) {
     const std::size_t es = dtypeSize(op.dtype), bytes = op.count * es;
     if (!allInRegions(c, op.send, bytes, op.recv, bytes, /*withRecv=*/true))
       return nodeAllReduce(c, op.send, op.recv, op.count, op.dtype, false);
-    // In place in the peers' buffers: sum my region of everyone's input into my output, then
-    // copy the other regions from their owners' outputs.
-    const int L = t.localSize(), me = t.localRank();
-    const Regions reg{op.count / static_cast<std::size_t>(L), op.count % static_cast<std::size_t>(L)};
-    std::vector<const void*> srcs(static_cast<std::size_t>(L));
-    for (int r = 0; r < L; ++r)
-      srcs[static_cast<std::size_t>(r)] = t.address(r, t.peerSend(r)) + reg.begin(me) * es;
+    // In place in the peers' buffers: sum my segment of everyone's input into my output, then
+    // copy the other segments from their owners' outputs.
+    const int L = t.localSize();
+    const auto me = static_cast<std::size_t>(t.localRank());
+    const Segments seg = evenSegments(op.count, L);
     auto* out = static_cast<char*>(op.recv);
-    sumInto(op.dtype, out + reg.begin(me) * es, srcs.data(), L, reg.len(me));
-    t.barrier(c.deadline, c.what);  // every region is reduced
-    for (int j = 0; j < L; ++j)
+    sumInto(op.dtype, out + seg.begin[me] * es, peerSends(t, seg.begin[me] * es).data(), L,
+            seg.len[me]);
+    t.barrier(c.deadline, c.what);  // every segment is reduced
+    for (std::size_t j = 0; j < seg.len.size(); ++j)
       if (j != me)
-        copyBytes(out + reg.begin(j) * es, t.address(j, t.peerRecv(j)) + reg.begin(j) * es,
-                  reg.len(j) * es);
+        copyBytes(out + seg.begin[j] * es,
+                  t.address(static_cast<int>(j), t.peerRecv(static_cast<int>(j))) + seg.begin[j] * es,
+                  seg.len[j] * es);
     t.barrier(c.deadline, c.what);  // nobody reads my buffers any more
     return;
   }
@@ -170,34 +212,14 @@ void shmReduceScatter(const ShmContext& c, const Collective& op) {
   auto* out = static_cast<char*>(op.recv);
   if (t.numNodes() == 1 && allInRegions(c, op.send, totalCount(op) * es, nullptr, 0, false)) {
     // In place in the peers' inputs: sum my segment of everyone's buffer into my output.
-    std::vector<const void*> srcs(static_cast<std::size_t>(L));
-    for (int r = 0; r < L; ++r)
-      srcs[static_cast<std::size_t>(r)] = t.address(r, t.peerSend(r)) + segmentOffset(op, me) * es;
-    sumInto(op.dtype, out, srcs.data(), L, op.counts[static_cast<std::size_t>(me)]);
+    sumInto(op.dtype, out, peerSends(t, segmentOffset(op, me) * es).data(), L,
+            op.counts[static_cast<std::size_t>(me)]);
     t.barrier(c.deadline, c.what);  // nobody reads my input any more
     return;
   }
   if (t.numNodes() == 1) {
-    // Slot j of every rank's staging holds that rank's part of segment j; rank j sums them.
-    const std::size_t slot = slotElems(t, L, es), slotBytes = slot * es;
-    const std::size_t longest = *std::max_element(op.counts.begin(), op.counts.end());
-    const std::size_t rounds = (longest + slot - 1) / slot;
-    std::vector<const void*> srcs(static_cast<std::size_t>(L));
-    for (std::size_t k = 0; k < rounds; ++k) {
-      const int h = t.nextHalf();
-      char* mine = t.staging(me, h);
-      const std::size_t from = k * slot;
-      for (int j = 0; j < L; ++j) {
-        const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(j)], from, slot);
-        copyBytes(mine + static_cast<std::size_t>(j) * slotBytes,
-                  in + (segmentOffset(op, j) + from) * es, len * es);
-      }
-      t.barrier(c.deadline, c.what);  // every rank's parts of this round are staged
-      const std::size_t myLen = clampLen(op.counts[static_cast<std::size_t>(me)], from, slot);
-      for (int r = 0; r < L; ++r)
-        srcs[static_cast<std::size_t>(r)] = t.staging(r, h) + static_cast<std::size_t>(me) * slotBytes;
-      sumInto(op.dtype, out + from * es, srcs.data(), L, myLen);
-    }
+    // Rank j owns segment j of the operation; its sum goes straight into its output.
+    nodeReduce(c, in, op.dtype, opSegments(op), out, /*gather=*/false, nullptr);
     return;
   }
   // Hierarchical: the node's sum of the whole buffer at the leader, summed over leaders, then
