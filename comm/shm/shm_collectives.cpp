@@ -247,7 +247,8 @@ void shmReduceScatter(const ShmContext& c, const Collective& op) {
     t.barrier(c.deadline, c.what);  // the leader staged every local rank's part of this round
     const int r = local[static_cast<std::size_t>(me)];
     const std::size_t len = clampLen(op.counts[static_cast<std::size_t>(r)], from, slot);
-    copyBytes(out + from * es, t.staging(0, h) + static_cast<std::size_t>(me) * slotBytes, len * es);
+    if (len > 0)  // (out may be null when this rank's segment is empty)
+      copyBytes(out + from * es, t.staging(0, h) + static_cast<std::size_t>(me) * slotBytes, len * es);
   }
 }
 
