@@ -32,56 +32,42 @@ void StagedCommunicator::copy(void* dst, const void* src, std::size_t bytes) {
 }
 
 void StagedCommunicator::runOp(const Collective& op) {
+  if (op.kind == OpKind::Barrier) return host_.post(op).wait();
   const std::size_t es = dtypeSize(op.dtype);
-  const int me = rank();
-  Collective h = op;  // the same operation on the staging buffers
+  const auto me = static_cast<std::size_t>(rank());
+  // Bytes this rank hands to the host collective, and bytes of the result it copies back; the
+  // all-reduce and broadcast run in place in the send staging.
+  std::size_t inBytes = 0, outBytes = 0;
+  bool inPlace = false;
   switch (op.kind) {
-    case OpKind::Barrier: host_.post(h).wait(); return;
-    case OpKind::AllReduce:
-    case OpKind::Broadcast: {
-      const std::size_t bytes = op.count * es;
-      char* s = stage(sendStage_, bytes);
-      if (op.kind == OpKind::AllReduce || me == op.root) copy(s, op.send, bytes);
-      stream_->synchronize();  // input staged
-      h.send = s;
-      h.recv = s;
-      host_.post(h).wait();
-      copy(op.recv, s, bytes);
-      stream_->synchronize();  // result back on the device
-      return;
-    }
-    case OpKind::ReduceScatter: {
-      const std::size_t total = totalCount(op) * es, mine = op.counts[static_cast<std::size_t>(me)] * es;
-      char* s = stage(sendStage_, total);
-      char* r = stage(recvStage_, mine);
-      copy(s, op.send, total);
-      stream_->synchronize();
-      h.send = s;
-      h.recv = r;
-      host_.post(h).wait();
-      copy(op.recv, r, mine);
-      stream_->synchronize();
-      return;
-    }
-    case OpKind::AllGather: {
-      const std::size_t mine = op.counts[static_cast<std::size_t>(me)] * es;
-      const std::size_t extent = recvExtent(op) * es;
-      char* s = stage(sendStage_, mine);
-      char* r = stage(recvStage_, extent);
-      copy(s, op.send, mine);
-      stream_->synchronize();
-      h.send = s;
-      h.recv = r;
-      host_.post(h).wait();
-      // Segment by segment: the gaps between segments of recv are not ours to overwrite.
-      for (int q = 0; q < size(); ++q) {
-        const std::size_t off = segmentOffset(op, q) * es;
-        copy(static_cast<char*>(op.recv) + off, r + off, op.counts[static_cast<std::size_t>(q)] * es);
-      }
-      stream_->synchronize();
-      return;
-    }
+    case OpKind::AllReduce: inBytes = outBytes = op.count * es; inPlace = true; break;
+    case OpKind::Broadcast:
+      inBytes = rank() == op.root ? op.count * es : 0;
+      outBytes = op.count * es;
+      inPlace = true;
+      break;
+    case OpKind::ReduceScatter: inBytes = totalCount(op) * es; outBytes = op.counts[me] * es; break;
+    case OpKind::AllGather: inBytes = op.counts[me] * es; outBytes = recvExtent(op) * es; break;
+    case OpKind::Barrier: break;
   }
+  char* s = stage(sendStage_, inPlace ? outBytes : inBytes);
+  char* r = inPlace ? s : stage(recvStage_, outBytes);
+  copy(s, op.send, inBytes);
+  stream_->synchronize();  // input staged
+  Collective h = op;  // the same operation on the staging buffers
+  h.send = s;
+  h.recv = r;
+  host_.post(h).wait();
+  if (op.kind == OpKind::AllGather) {
+    // Segment by segment: the gaps between segments of recv are not ours to overwrite.
+    for (int q = 0; q < size(); ++q) {
+      const std::size_t off = segmentOffset(op, q) * es;
+      copy(static_cast<char*>(op.recv) + off, r + off, op.counts[static_cast<std::size_t>(q)] * es);
+    }
+  } else {
+    copy(op.recv, r, outBytes);
+  }
+  stream_->synchronize();  // result back on the device
 }
 
 }  // namespace zrt::comm

@@ -44,7 +44,16 @@ TEST_CASE("device buffers through pinned staging give the host results") {
   int bad = 0;
   for (std::size_t i = 0; i < total; ++i) bad += loadElement(t, full.data(), i) != test::exactSum(world, i);
   CHECK(bad == 0);
-  comm.broadcast(buf.data(), n, t, 0);
+  // Out of place: the input stays, the sum lands in recv.
+  DeviceMemory sum = device.allocate(n * 2, MemTag::Gradients);
+  std::memcpy(buf.data(), in.data(), n * 2);
+  comm.allReduce(buf.data(), sum.data(), n, t);
+  CHECK(std::memcmp(sum.data(), expect.data(), n * 2) == 0);
+  CHECK(std::memcmp(buf.data(), in.data(), n * 2) == 0);
+  // Broadcast from the last rank: every rank ends with its inputs.
+  comm.broadcast(buf.data(), n, t, world - 1);
+  const test::Buf root = test::exactData(t, n, world - 1, world).in;
+  CHECK(std::memcmp(buf.data(), root.data(), n * 2) == 0);
   comm.barrier();
   CHECK(comm.stats().get(OpKind::AllGather).calls == 1);
 }
