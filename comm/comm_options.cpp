@@ -1,5 +1,6 @@
 #include "comm/comm_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -49,13 +50,19 @@ double positiveSeconds(const char* name, const char* text) {
   return s;
 }
 
+// Whole milliseconds, at least 1 (a timeout of 0 would report every operation at once) and at
+// most about 31 years (a larger double does not fit the count).
+std::chrono::milliseconds toMilliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(std::clamp(seconds * 1000, 1.0, 1e12)));
+}
+
 }  // namespace
 
 CommOptions CommOptions::fromEnvironment(double timeoutSeconds) {
   CommOptions o;
   if (!(timeoutSeconds > 0))
     ZRT_THROW(InvalidArgument, "comm timeout must be positive, got ", timeoutSeconds, " s");
-  o.timeout = std::chrono::milliseconds(static_cast<long long>(timeoutSeconds * 1000));
+  o.timeout = toMilliseconds(timeoutSeconds);
   if (const char* v = env("ZRT_COMM_PATH")) {
     try {
       o.path = parseCommPath(v);
@@ -64,8 +71,7 @@ CommOptions CommOptions::fromEnvironment(double timeoutSeconds) {
     }
   }
   if (const char* v = env("ZRT_COMM_TIMEOUT_S"))
-    o.timeout = std::chrono::milliseconds(
-        static_cast<long long>(positiveSeconds("ZRT_COMM_TIMEOUT_S", v) * 1000));
+    o.timeout = toMilliseconds(positiveSeconds("ZRT_COMM_TIMEOUT_S", v));
   if (const char* v = env("ZRT_COMM_CHECK")) {
     const std::string s(v);
     if (s != "0" && s != "1")

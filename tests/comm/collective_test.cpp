@@ -104,6 +104,10 @@ TEST_CASE("options from the environment, and bad values named") {
   ::unsetenv("ZRT_COMM_PATH");
   ::setenv("ZRT_COMM_TIMEOUT_S", "-1", 1);
   CHECK_THROWS_AS(CommOptions::fromEnvironment(), InvalidArgument);
+  ::setenv("ZRT_COMM_TIMEOUT_S", "0.0001", 1);  // positive but under a millisecond: 1 ms, not 0
+  CHECK(CommOptions::fromEnvironment().timeout == std::chrono::milliseconds(1));
+  ::setenv("ZRT_COMM_TIMEOUT_S", "1e300", 1);  // beyond a long long of milliseconds: capped
+  CHECK(CommOptions::fromEnvironment().timeout > std::chrono::hours(24 * 365));
   ::unsetenv("ZRT_COMM_TIMEOUT_S");
   ::unsetenv("ZRT_COMM_SHM_BYTES");
   CHECK(CommOptions::fromEnvironment(30.0).timeout == std::chrono::seconds(30));
