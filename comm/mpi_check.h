@@ -1,7 +1,7 @@
 // ZRT_CHECK_MPI: every MPI call goes through it. A failure throws ExternalError with
 // "[rank R] file:line", the call's text and MPI_Error_string's description of the code.
 // MPI's default error handler aborts before returning; communicators ZRT creates set
-// MPI_ERRORS_RETURN so this macro sees the code.
+// MPI_ERRORS_RETURN so this macro sees the code. Thread-safe: it throws on the calling thread.
 #pragma once
 
 #include <mpi.h>

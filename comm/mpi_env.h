@@ -2,6 +2,8 @@
 // MPI_THREAD_MULTIPLE (the communication thread and the caller both call MPI), switches
 // MPI_COMM_WORLD to MPI_ERRORS_RETURN so ZRT_CHECK_MPI sees error codes, and records the rank
 // for error messages. Finalises on destruction only if it initialised.
+// Thread-safety: construct and destroy on the thread that calls MPI_Init/MPI_Finalize (MPI
+// requires the main thread) after every communicator is gone; the getters are plain reads.
 #pragma once
 
 #include <mpi.h>

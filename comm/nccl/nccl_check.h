@@ -3,6 +3,7 @@
 // (which names the peer or transport that failed). ncclInProgress is a failure here: ZRT's
 // communicators are nonblocking, and a call that may return it goes through
 // NcclComm::settle (comm/nccl/nccl_comm.h), which waits for it with a bound.
+// Thread-safe: it throws on the calling thread.
 #pragma once
 
 #include <nccl.h>
