@@ -87,9 +87,16 @@ void AllGatherBucketer::waitBucket(std::size_t k) {
   if (k >= done_.size())
     ZRT_THROW(InvalidArgument, "waitBucket(", k, "): only ", done_.size(), " buckets");
   if (done_[k]) return;
+  // Waits for bucket k's all-gather (bounded by the default wait timeout). A failed bucket is
+  // not waited for again; one still running (the wait timed out) still writes into the
+  // bucket's buffers, so a later wait (or the destructor) waits for it again.
+  try {
+    works_[k].wait();
+  } catch (...) {
+    if (works_[k].isCompleted()) done_[k] = true;
+    throw;
+  }
   done_[k] = true;
-  // Waits for bucket k's all-gather (bounded by the default wait timeout).
-  works_[k].wait();
   const GatherBucket& b = plan_.buckets[k];
   if (b.pieces.size() == 1) return;
   const int world = comm_.size();

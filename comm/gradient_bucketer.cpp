@@ -223,7 +223,9 @@ void GradientBucketer::waitAllLaunched() {
     try {
       complete(b);
     } catch (...) {
-      done_[b] = true;  // failed: not waited for again
+      // A failed bucket is not waited for again; one still running (the wait timed out) still
+      // uses the bucket's buffers, so a later wait (or the destructor) waits for it again.
+      if (works_[b].isCompleted()) done_[b] = true;
       throw;
     }
   });
