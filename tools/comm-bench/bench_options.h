@@ -29,6 +29,7 @@ struct BenchOptions {
   int layers = 16;
   std::uint64_t layerBytes = std::uint64_t{4} << 20;
   std::string compute = "both";  // sleep, spin, both
+  int rounds = 7;                 // measurement rounds (medians and spread over them)
   int rank = 0;
   int size = 1;
 };

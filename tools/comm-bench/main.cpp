@@ -5,6 +5,8 @@
 // reduce-scatter a simulated backward hides instead. Bad flags: the error and exit status 2.
 #include <CLI/CLI.hpp>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--layer-bytes", layerBytes, "--overlap: gradient bytes per layer (= bucket)");
   app.add_option("--compute", o.compute, "--overlap: how a layer computes: sleep, spin or both")
       ->check(CLI::IsMember({"sleep", "spin", "both"}));
+  app.add_option("--rounds", o.rounds, "--overlap: measurement rounds (medians and spread over them)")
+      ->check(CLI::Range(1, 1000));
   try {
     app.parse(argc, argv);
     o.minBytes = zrt::parseBytes(minBytes, "--min-bytes");
@@ -50,6 +54,11 @@ int main(int argc, char** argv) {
     o.dtype = zrt::parseDType(dtype);
     if (o.minBytes == 0 || o.minBytes > o.maxBytes)
       throw zrt::InvalidArgument("--min-bytes must be at least 1 and at most --max-bytes");
+    // The raw MPI calls it compares against take int counts.
+    if (o.maxBytes / zrt::dtypeSize(o.dtype) > static_cast<std::uint64_t>(INT_MAX))
+      throw zrt::InvalidArgument(zrt::detail::cat(
+          "--max-bytes ", maxBytes, " is more than INT_MAX elements of ", dtype,
+          ", which the raw MPI calls it is compared with cannot count"));
   } catch (const CLI::CallForHelp& e) {
     return env.rank() == 0 ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/gradient_bucketer.h"
+#include "comm/mpi/mpi_handles.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
@@ -97,17 +98,22 @@ Pass backward(comm::Communicator& c, comm::GradientBucketer& b,
   return p;
 }
 
-double median(std::vector<double> v) {
+// The q-quantile (0..1) of v, interpolating between neighbours; the median is quantile(v, 0.5).
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(at);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
 }
+double median(const std::vector<double>& v) { return quantile(v, 0.5); }
 
 }  // namespace
 
 void runOverlap(const BenchOptions& o) {
-  MPI_Comm sync = MPI_COMM_NULL;
-  ZRT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &sync));
+  const comm::MpiCommHandle syncComm = comm::MpiCommHandle::dup(MPI_COMM_WORLD);
+  const MPI_Comm sync = syncComm.get();
   const std::size_t numel = std::max<std::size_t>(1, o.layerBytes / sizeof(float));
   const std::vector<std::size_t> numels(static_cast<std::size_t>(o.layers), numel);
   std::vector<std::vector<float>> grads(numels.size(), std::vector<float>(numel));
@@ -117,7 +123,7 @@ void runOverlap(const BenchOptions& o) {
   std::vector<std::string> modes;
   if (o.compute == "sleep" || o.compute == "both") modes.push_back("sleep");
   if (o.compute == "spin" || o.compute == "both") modes.push_back("spin");
-  constexpr int kRounds = 7;
+  const int rounds = o.rounds;
 
   if (o.rank == 0 && !o.json)
     std::printf(
@@ -128,10 +134,12 @@ void runOverlap(const BenchOptions& o) {
         "# comm_ms: the buckets' reduce-scatters alone (no compute, synchronous); exposed_ms: the"
         " backward's time minus the same backward without communication (no_comm_ms: layers and"
         " bucket copies); hidden = 1 - exposed/comm; waited_ms: time blocked in the bucketer\n"
-        "%-5s %-6s %-12s %11s %10s %9s %11s %12s %8s %9s\n",
-        o.layers, formatBytes(o.layerBytes).c_str(), kRounds, "path", "compute", "overlap_comm",
+        "# hidden_p25-p75: the spread of 1 - exposed/comm over rounds (each round's own"
+        " measurements): how far one run's figure can be trusted on this machine\n"
+        "%-5s %-6s %-12s %11s %10s %9s %11s %12s %8s %15s %9s\n",
+        o.layers, formatBytes(o.layerBytes).c_str(), rounds, "path", "compute", "overlap_comm",
         "backward_ms", "no_comm_ms", "comm_ms", "exposed_ms", "exposed/comm", "hidden",
-        "waited_ms");
+        "hidden_p25-p75", "waited_ms");
   for (const std::string& path : o.paths) {
     comm::CommOptions co = comm::CommOptions::fromEnvironment();
     co.path = comm::parseCommPath(path);
@@ -158,10 +166,10 @@ void runOverlap(const BenchOptions& o) {
 
     for (const std::string& mode : modes) {
       const Compute work{mode == "spin", perBucket, static_cast<long>(itersD)};
-      std::vector<double> commAlone, base, wall[2], exposed[2], waited[2];
+      std::vector<double> commAlone, base, wall[2], exposed[2], waited[2], hiddenInRound[2];
       backward(none, noneB, grads, work, sync);  // warm-ups
       backward(c, overlapB, grads, work, sync);
-      for (int round = 0; round < kRounds; ++round) {
+      for (int round = 0; round < rounds; ++round) {
         commAlone.push_back(backward(c, syncB, grads, Compute{}, sync).comm);
         const double b = backward(none, noneB, grads, work, sync).backward;
         base.push_back(b);
@@ -170,6 +178,8 @@ void runOverlap(const BenchOptions& o) {
           wall[ov].push_back(p.backward);
           exposed[ov].push_back(std::max(0.0, p.backward - b));
           waited[ov].push_back(p.waited);
+          if (commAlone.back() > 0)
+            hiddenInRound[ov].push_back(1 - exposed[ov].back() / commAlone.back());
         }
       }
       if (o.rank != 0) continue;
@@ -177,6 +187,7 @@ void runOverlap(const BenchOptions& o) {
       for (int ov = 0; ov < 2; ++ov) {
         const double exposedMs = median(exposed[ov]) * 1e3;
         const double fraction = commMs > 0 ? exposedMs / commMs : 0;
+        const double p25 = quantile(hiddenInRound[ov], 0.25), p75 = quantile(hiddenInRound[ov], 0.75);
         if (o.json) {
           nlohmann::json j = {{"op", "overlap_reduce_scatter"},
                               {"path", path},
@@ -192,19 +203,23 @@ void runOverlap(const BenchOptions& o) {
                               {"exposed_ms", exposedMs},
                               {"waited_ms", median(waited[ov]) * 1e3},
                               {"exposed_fraction", fraction},
-                              {"hidden_fraction", 1 - fraction}};
+                              {"hidden_fraction", 1 - fraction},
+                              {"hidden_p25", p25},
+                              {"hidden_p75", p75},
+                              {"rounds", rounds}};
           std::printf("%s\n", j.dump().c_str());
         } else {
-          std::printf("%-5s %-6s %-12s %11.2f %10.2f %9.2f %11.2f %12.3f %7.1f%% %9.2f\n",
+          char spread[32];
+          std::snprintf(spread, sizeof spread, "%.0f-%.0f%%", 100 * p25, 100 * p75);
+          std::printf("%-5s %-6s %-12s %11.2f %10.2f %9.2f %11.2f %12.3f %7.1f%% %15s %9.2f\n",
                       path.c_str(), mode.c_str(), ov ? "true" : "false", median(wall[ov]) * 1e3,
                       median(base) * 1e3, commMs, exposedMs, fraction, 100 * (1 - fraction),
-                      median(waited[ov]) * 1e3);
+                      spread, median(waited[ov]) * 1e3);
         }
         std::fflush(stdout);
       }
     }
   }
-  MPI_Comm_free(&sync);
 }
 
 }  // namespace zrt::bench

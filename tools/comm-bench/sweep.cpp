@@ -12,6 +12,7 @@
 
 #include "comm/collective.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_handles.h"
 #include "comm/mpi/mpi_reduce_ops.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
@@ -122,8 +123,8 @@ struct Row {
 }  // namespace
 
 bool runSweep(const BenchOptions& o) {
-  MPI_Comm world = MPI_COMM_NULL;
-  ZRT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  const comm::MpiCommHandle worldComm = comm::MpiCommHandle::dup(MPI_COMM_WORLD);
+  const MPI_Comm world = worldComm.get();
   const int n = o.size, me = o.rank;
   const std::size_t es = dtypeSize(o.dtype);
   comm::MpiReduceOps ops;
@@ -247,7 +248,6 @@ bool runSweep(const BenchOptions& o) {
     }
   }
   comms.clear();
-  MPI_Comm_free(&world);
   return allCorrect;
 }
 
