@@ -14,7 +14,7 @@ namespace zrt::bench {
 
 struct BenchOptions {
   std::vector<std::string> ops;  // all_reduce, reduce_scatter, all_gather
-  std::vector<std::string> paths;  // mpi, shm
+  std::vector<std::string> paths;  // mpi, shm, in order (--overlap: repeats allowed)
   std::uint64_t minBytes = 1024;
   std::uint64_t maxBytes = std::uint64_t{256} << 20;
   int stepFactor = 2;

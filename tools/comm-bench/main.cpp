@@ -5,6 +5,7 @@
 // reduce-scatter a simulated backward hides instead. Bad flags: the error and exit status 2.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -28,8 +29,9 @@ int main(int argc, char** argv) {
   CLI::App app{"zrt-comm-bench: bandwidth of ZRT's collectives against raw MPI (run under mpirun)"};
   app.add_option("--op", op, "all_reduce, reduce_scatter, all_gather or all")
       ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all"}));
-  app.add_option("--path", path, "ZRT path to time: mpi, shm or both")
-      ->check(CLI::IsMember({"mpi", "shm", "both"}));
+  app.add_option("--path", path,
+                 "ZRT paths to time, in order: mpi, shm, both (= mpi,shm) or a comma list "
+                 "(--overlap runs each in turn in this process, e.g. shm,mpi,shm)");
   app.add_option("--min-bytes", minBytes, "smallest size (1K, 4M, ...)");
   app.add_option("--max-bytes", maxBytes, "largest size");
   app.add_option("--step-factor", o.stepFactor, "size multiplier between rows")->check(CLI::Range(2, 1024));
@@ -54,6 +56,14 @@ int main(int argc, char** argv) {
     o.dtype = zrt::parseDType(dtype);
     if (o.minBytes == 0 || o.minBytes > o.maxBytes)
       throw zrt::InvalidArgument("--min-bytes must be at least 1 and at most --max-bytes");
+    for (std::size_t at = 0; at <= path.size();) {
+      const std::size_t end = std::min(path.find(',', at), path.size());
+      const std::string p = path.substr(at, end - at);
+      if (p == "both") o.paths.insert(o.paths.end(), {"mpi", "shm"});
+      else if (p == "mpi" || p == "shm") o.paths.push_back(p);
+      else throw zrt::InvalidArgument("--path: '" + p + "' is not mpi, shm or both");
+      at = end + 1;
+    }
     // The raw MPI calls it compares against take int counts.
     if (o.maxBytes / zrt::dtypeSize(o.dtype) > static_cast<std::uint64_t>(INT_MAX))
       throw zrt::InvalidArgument(zrt::detail::cat(
@@ -70,8 +80,6 @@ int main(int argc, char** argv) {
   }
   if (op == "all") o.ops = {"all_reduce", "reduce_scatter", "all_gather"};
   else o.ops = {op};
-  if (path == "both") o.paths = {"mpi", "shm"};
-  else o.paths = {path};
 
   try {
     if (o.overlap) {

@@ -129,15 +129,18 @@ bool runSweep(const BenchOptions& o) {
   const std::size_t es = dtypeSize(o.dtype);
   comm::MpiReduceOps ops;
 
+  std::vector<std::string> paths;  // each once, in the order given
+  for (const std::string& p : o.paths)
+    if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
   std::map<std::string, std::unique_ptr<comm::MpiCommunicator>> comms;
-  for (const std::string& p : o.paths) {
+  for (const std::string& p : paths) {
     comm::CommOptions co = comm::CommOptions::fromEnvironment();
     co.path = comm::parseCommPath(p);
     comms[p] = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, co);
   }
   const bool shmReal = comms.count("shm") && comms["shm"]->hasSharedMemory();
   std::vector<Impl> impls;
-  for (const std::string& p : o.paths) {
+  for (const std::string& p : paths) {
     impls.push_back({p, false});
     if (p == "shm" && shmReal) impls.push_back({p, true});
   }
