@@ -1,43 +1,22 @@
 #include "offload/null_engine.h"
 
-#include "offload/completion_queue.h"
+#include "offload/self_completing_engine.h"
 
 namespace zrt::offload {
 namespace {
 
-class NullEngine final : public IoEngine {
+// Everything committed is finished at once: a reap waits only for wake() or its timeout.
+class NullEngine final : public SelfCompletingEngine {
  public:
-  explicit NullEngine(std::size_t depth) : depth_(depth) {}
+  using SelfCompletingEngine::SelfCompletingEngine;
 
   std::string_view name() const override { return "null"; }
-  std::size_t depth() const override { return depth_; }
-
-  QueueResult queue(IoUnit& unit) override {
-    if (outstanding_ >= depth_) return QueueResult::Busy;
-    staged_.push_back(&unit);
-    ++outstanding_;
-    return QueueResult::Queued;
-  }
-
-  void commit() override {
-    for (IoUnit* unit : staged_) unit->result = static_cast<std::int64_t>(unit->len);
-    completed_.push(staged_);
-    staged_.clear();
-  }
-
-  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
-            std::vector<IoUnit*>& done) override {
-    // Everything committed is already finished: a wait here ends only on wake() or the timeout.
-    outstanding_ -= completed_.take(minEvents, timeout, done);
-  }
-
-  void wake() override { completed_.wake(); }
 
  private:
-  std::size_t depth_;
-  std::vector<IoUnit*> staged_;  // driving thread only
-  std::size_t outstanding_ = 0;  // queued or finished, not yet reaped; driving thread only
-  CompletionQueue completed_;
+  void start(const std::vector<IoUnit*>& units) override {
+    for (IoUnit* unit : units) unit->result = static_cast<std::int64_t>(unit->len);
+    completions().push(units);
+  }
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 
-#include "offload/completion_queue.h"
+#include "offload/self_completing_engine.h"
 
 namespace zrt::offload {
 namespace {
@@ -28,49 +28,29 @@ std::int64_t transferOnce(const IoUnit& unit) {
   }
 }
 
-class ThreadPoolEngine final : public IoEngine {
+class ThreadPoolEngine final : public SelfCompletingEngine {
  public:
   explicit ThreadPoolEngine(std::size_t depth)
-      : depth_(depth), pool_(std::min(depth, kMaxPoolThreads)) {}
-  // Joins the pool: units still running finish first (they write into completed_).
+      : SelfCompletingEngine(depth), pool_(std::min(depth, kMaxPoolThreads)) {}
+  // Joins the pool: units still running finish first (they push into the base's completions,
+  // which therefore outlive the pool).
   ~ThreadPoolEngine() override { pool_.join(); }
   ThreadPoolEngine(const ThreadPoolEngine&) = delete;
   ThreadPoolEngine& operator=(const ThreadPoolEngine&) = delete;
 
   std::string_view name() const override { return "threads"; }
-  std::size_t depth() const override { return depth_; }
-
-  QueueResult queue(IoUnit& unit) override {
-    if (outstanding_ >= depth_) return QueueResult::Busy;
-    staged_.push_back(&unit);
-    ++outstanding_;
-    return QueueResult::Queued;
-  }
-
-  void commit() override {
-    for (IoUnit* unit : staged_) {
-      boost::asio::post(pool_, [this, unit] {
-        unit->result = transferOnce(*unit);
-        completed_.push(unit);
-      });
-    }
-    staged_.clear();
-  }
-
-  void reap(std::size_t minEvents, std::chrono::milliseconds timeout,
-            std::vector<IoUnit*>& done) override {
-    outstanding_ -= completed_.take(minEvents, timeout, done);
-  }
-
-  void wake() override { completed_.wake(); }
 
  private:
-  std::size_t depth_;
-  CompletionQueue completed_;  // filled by the pool threads; declared before the pool, so it
-                               // outlives the pool's threads however the engine is destroyed
+  void start(const std::vector<IoUnit*>& units) override {
+    for (IoUnit* unit : units) {
+      boost::asio::post(pool_, [this, unit] {
+        unit->result = transferOnce(*unit);
+        completions().push(unit);
+      });
+    }
+  }
+
   boost::asio::thread_pool pool_;
-  std::vector<IoUnit*> staged_;  // queued, not committed; driving thread only
-  std::size_t outstanding_ = 0;  // driving thread only
 };
 
 }  // namespace
