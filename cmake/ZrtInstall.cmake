@@ -4,7 +4,7 @@
 include(CMakePackageConfigHelpers)
 
 set(ZRT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/zrt)
-set(ZRT_EXPORTED_TARGETS zrt zrt_runtime zrt_partition zrt_comm zrt_offload)
+set(ZRT_EXPORTED_TARGETS zrt zrt_core zrt_comm zrt_offload zrt_partition zrt_runtime)
 foreach(extra zrt_optim_cuda)
   if(TARGET ${extra})
     list(APPEND ZRT_EXPORTED_TARGETS ${extra})
@@ -15,12 +15,12 @@ install(TARGETS ${ZRT_EXPORTED_TARGETS} EXPORT zrtTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt)
-foreach(dir runtime partition comm offload)
+foreach(dir core comm offload partition runtime)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
-install(FILES ${PROJECT_BINARY_DIR}/gen/runtime/build_config.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt/runtime)
+install(FILES ${PROJECT_BINARY_DIR}/gen/core/build_config.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt/core)
 install(EXPORT zrtTargets NAMESPACE zrt:: DESTINATION ${ZRT_INSTALL_CMAKEDIR})
 
 configure_package_config_file(cmake/zrtConfig.cmake.in ${PROJECT_BINARY_DIR}/zrtConfig.cmake

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 

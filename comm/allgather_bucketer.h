@@ -18,7 +18,8 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/communicator.h"
-#include "runtime/config/config.h"
+#include "core/config/config.h"
+#include "core/shard.h"
 
 namespace zrt::comm {
 
@@ -27,7 +28,7 @@ struct AllGatherBucketerOptions {
   std::size_t allgatherBucketSize = 500'000'000;
   bool overlapComm = false;
   DType dtype = DType::F32;
-  std::uint64_t shardAlignElements = 1;
+  std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
 
   // Stages 1/2: allgather_bucket_size; stage 3: stage3_prefetch_bucket_size, where 0 (no
   // prefetch) gathers each parameter on its own.

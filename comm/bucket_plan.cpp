@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "partition/shard.h"
-#include "runtime/error.h"
+#include "core/shard.h"
+#include "core/error.h"
 
 namespace zrt::comm {
 

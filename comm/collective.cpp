@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 

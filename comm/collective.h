@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::comm {
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/units.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "comm/reduce_kernels.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 namespace {

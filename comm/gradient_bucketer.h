@@ -24,9 +24,9 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/communicator.h"
-#include "partition/shard.h"
-#include "runtime/config/config.h"
-#include "runtime/memory_ledger.h"
+#include "core/shard.h"
+#include "core/config/config.h"
+#include "core/memory_ledger.h"
 
 namespace zrt::comm {
 
@@ -38,7 +38,7 @@ struct GradientBucketerOptions {
   DType dtype = DType::F32;
   int gradientAccumulationSteps = 1;
   bool averageOverAccumulation = false;  // divide by world * steps instead of world
-  std::uint64_t shardAlignElements = 1;
+  std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
   MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, Host)
 
   // stage, reduce_bucket_size, overlap_comm and contiguous_gradients from the config.

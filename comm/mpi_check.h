@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::detail {
 inline std::string mpiErrorText(int code) {

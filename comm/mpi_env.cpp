@@ -1,8 +1,8 @@
 #include "comm/mpi_env.h"
 
 #include "comm/mpi_check.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 

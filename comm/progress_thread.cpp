@@ -2,8 +2,8 @@
 
 #include <pthread.h>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 namespace {

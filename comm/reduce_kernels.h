@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::comm {
 

@@ -1,7 +1,7 @@
 #include "comm/staged_communicator.h"
 
 #include "comm/progress_thread.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::comm {
 

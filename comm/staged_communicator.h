@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
-#include "runtime/device.h"
+#include "core/device.h"
 
 namespace zrt::comm {
 

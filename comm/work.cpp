@@ -3,8 +3,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "core/device.h"
+#include "core/error.h"
 
 namespace zrt::comm {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/wait.h"
+#include "core/wait.h"
 
 namespace zrt {
 class Event;

@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/config/config.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/config/config.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::offload {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::offload {
 namespace {

@@ -1,6 +1,6 @@
 #include "offload/fault_injecting_engine.h"
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::offload {
 

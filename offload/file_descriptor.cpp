@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-#include "runtime/log.h"
+#include "core/log.h"
 
 namespace zrt::offload {
 

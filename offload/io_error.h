@@ -3,7 +3,7 @@
 // offset and length, and end with strerror(err).
 #pragma once
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #define ZRT_THROW_ERRNO(err, ...)                                                        \
   throw ::zrt::IoError(::zrt::detail::where(__FILE__, __LINE__) +                        \

@@ -1,8 +1,8 @@
 #include "offload/io_request.h"
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 namespace detail {

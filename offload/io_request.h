@@ -19,7 +19,7 @@
 #include "offload/aligned_buffer.h"
 #include "offload/io_engine.h"
 #include "offload/offload_file.h"
-#include "runtime/wait.h"
+#include "core/wait.h"
 
 namespace zrt::offload {
 

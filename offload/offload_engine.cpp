@@ -14,10 +14,10 @@
 #include "offload/null_engine.h"
 #include "offload/thread_pool_engine.h"
 #include "offload/uring_engine.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/wait.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 namespace {

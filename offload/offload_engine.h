@@ -27,7 +27,7 @@
 #include "offload/io_request.h"
 #include "offload/latency_histogram.h"
 #include "offload/offload_file.h"
-#include "runtime/wait.h"
+#include "core/wait.h"
 
 namespace zrt::offload {
 

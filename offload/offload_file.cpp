@@ -13,9 +13,9 @@
 #include "offload/aligned_buffer.h"
 #include "offload/block_size.h"
 #include "offload/io_error.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 namespace {

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "offload/aligned_buffer.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::offload {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "offload/pinned_budget.h"
-#include "runtime/device.h"
-#include "runtime/wait.h"
+#include "core/device.h"
+#include "core/wait.h"
 
 namespace zrt::offload {
 

@@ -11,8 +11,8 @@
 
 #include "offload/cleanup_registry.h"
 #include "offload/io_error.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::offload {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "offload/offload_file.h"
-#include "runtime/memory_ledger.h"
+#include "core/memory_ledger.h"
 
 namespace zrt::offload {
 

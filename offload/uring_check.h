@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #define ZRT_CHECK_URING(call)                                                              \
   ([&]() {                                                                                 \

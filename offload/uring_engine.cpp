@@ -10,8 +10,8 @@
 
 #include "offload/file_descriptor.h"
 #include "offload/uring_check.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::offload {
 namespace {

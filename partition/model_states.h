@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "partition/shard.h"
+#include "core/shard.h"
 #include "partition/stage_rules.h"
-#include "runtime/config/config.h"
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/memory_ledger.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/memory_ledger.h"
 
 namespace zrt {
 

@@ -1,6 +1,6 @@
 #include "partition/stage_rules.h"
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt {
 

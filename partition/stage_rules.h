@@ -7,16 +7,11 @@
 
 #include <cstdint>
 
-#include "runtime/config/config.h"
-#include "runtime/dtype.h"
+#include "core/config/config.h"
+#include "core/shard.h"
+#include "core/dtype.h"
 
 namespace zrt {
-
-// Every flat model-state buffer is padded so each rank's shard is a multiple of 32 elements:
-// 64 bytes of a 16-bit dtype and 128 bytes of fp32, so every shard of every dtype starts on a
-// cache line and an AVX-512 vector boundary (relative to the buffer's start, which the
-// allocators align to 4096).
-inline constexpr std::uint64_t kShardAlignElements = 32;
 
 // What a stage partitions (ZeRO paper, section 5): stage 1 the optimizer state (P_os), stage 2
 // also the gradients (P_os+g), stage 3 also the parameters (P_os+g+p). Stage 0 is plain data

@@ -12,5 +12,8 @@ fi
 cuda=AUTO
 if command -v nvcc >/dev/null; then cuda=ON; fi
 jobs=$(nproc)
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRT_CUDA=$cuda "$@"
+launcher=()
+# A compiler cache, where one is installed, makes rebuilds in several build trees cheap.
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRT_CUDA=$cuda "${launcher[@]}" "$@"
 cmake --build "$build" -j "$jobs"

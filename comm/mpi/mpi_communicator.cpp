@@ -8,8 +8,8 @@
 #include "comm/progress_thread.h"
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_team.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 namespace {

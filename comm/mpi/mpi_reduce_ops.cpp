@@ -2,7 +2,7 @@
 
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 namespace {

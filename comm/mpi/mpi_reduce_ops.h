@@ -8,7 +8,7 @@
 
 #include <mpi.h>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::comm {
 

@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "comm/mpi_check.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nccl.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #define ZRT_CHECK_NCCL(call)                                                              \
   do {                                                                                    \

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "comm/nccl/nccl_check.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 

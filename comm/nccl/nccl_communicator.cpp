@@ -5,9 +5,9 @@
 
 #include "comm/mpi_check.h"
 #include "comm/nccl/nccl_check.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace zrt::comm {
 namespace {

@@ -26,7 +26,7 @@
 
 #include "comm/communicator.h"
 #include "comm/nccl/nccl_comm.h"
-#include "runtime/cuda/cuda_device.h"
+#include "core/cuda/cuda_device.h"
 
 namespace zrt::comm {
 

@@ -6,7 +6,7 @@
 
 #include "comm/mpi/mpi_large_counts.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::comm {
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "comm/mpi_check.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::comm {
 namespace {

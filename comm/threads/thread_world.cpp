@@ -6,7 +6,7 @@
 
 #include "comm/progress_thread.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::comm {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "runtime/wait.h"
+#include "core/wait.h"
 
 namespace zrt::comm {
 

@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/build_config.h"
-#include "runtime/error.h"
+#include "core/build_config.h"
+#include "core/error.h"
 
 #if ZRT_HAVE_CUDA
-#include "runtime/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "runtime/optim/cuda/adam_launch.h"
 #endif
 

@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <span>
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
+#include "core/device.h"
+#include "core/dtype.h"
 #include "runtime/optim/adam.h"
 
 namespace zrt::optim {

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zrt::optim {
 

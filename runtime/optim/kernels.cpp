@@ -1,6 +1,6 @@
 #include "runtime/optim/detail/kernels.h"
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::optim::detail {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/detail/kernel_body.h"
 #include "runtime/optim/detail/kernels.h"
 

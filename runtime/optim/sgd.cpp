@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/optim/detail/kernels.h"
 #include "runtime/optim/detail/parallel_range.h"
 #include "runtime/optim/detail/step_checks.h"

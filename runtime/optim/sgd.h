@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/isa.h"
 #include "runtime/optim/kernel_args.h"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "comm/bucket_plan.h"
-#include "partition/shard.h"
-#include "runtime/error.h"
+#include "core/shard.h"
+#include "core/error.h"
 
 using namespace zrt;
 using namespace zrt::comm;

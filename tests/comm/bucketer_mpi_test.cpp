@@ -10,7 +10,7 @@
 #include "comm/gradient_bucketer.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reduce_kernels.h"
-#include "partition/shard.h"
+#include "core/shard.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/mpi_test.h"
 
@@ -54,7 +54,7 @@ TEST_CASE("bucketed reduction equals an unbucketed all-reduce over MPI ranks") {
           if (stage < 2) {
             CHECK(std::memcmp(b.output(), ref.data(), total * es) == 0);
           } else {
-            const ShardRange s = shardOf(total, world, me);
+            const ShardRange s = shardOf(total, world, me, kShardAlignElements);
             CHECK(std::memcmp(b.output(), ref.bytes.data() + s.begin * es, s.valid * es) == 0);
           }
         }
@@ -65,7 +65,7 @@ TEST_CASE("bucketed reduction equals an unbucketed all-reduce over MPI ranks") {
       ao.overlapComm = true;
       ao.dtype = dt;
       AllGatherBucketer ag(comm, std::vector<std::size_t>{total}, ao);
-      const ShardRange s = shardOf(total, world, me);
+      const ShardRange s = shardOf(total, world, me, kShardAlignElements);
       Buf shard(dt, s.count), full(dt, s.count * static_cast<std::size_t>(world));
       std::memcpy(shard.data(), ref.bytes.data() + s.begin * dtypeSize(dt), s.valid * dtypeSize(dt));
       const void* sp = shard.data();

@@ -15,8 +15,8 @@
 #include "comm/gradient_bucketer.h"
 #include "comm/reduce_kernels.h"
 #include "comm/threads/thread_world.h"
-#include "partition/shard.h"
-#include "runtime/error.h"
+#include "core/shard.h"
+#include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 
 using namespace zrt;
@@ -110,7 +110,7 @@ TEST_CASE("gradient bucketer equals an unbucketed all-reduce, every stage and op
                 bucketer.outputCount() != total ||
                 std::memcmp(bucketer.output(), ref.data(), total * es) != 0;
           } else {
-            const ShardRange s = shardOf(total, world, me);
+            const ShardRange s = shardOf(total, world, me, kShardAlignElements);
             bad[static_cast<std::size_t>(me)] += bucketer.outputCount() != s.count;
             bad[static_cast<std::size_t>(me)] +=
                 std::memcmp(bucketer.output(), ref.bytes.data() + s.begin * es, s.valid * es) != 0;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "comm/collective.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 using namespace zrt;
 using namespace zrt::comm;

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "comm/mpi/mpi_communicator.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/mpi_test.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/reduce_kernels.h"
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::test {
 

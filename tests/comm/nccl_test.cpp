@@ -9,7 +9,7 @@
 
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/cuda/cuda_device.h"
+#include "core/cuda/cuda_device.h"
 #include "tests/comm/comm_test_util.h"
 
 using namespace zrt;

@@ -7,7 +7,7 @@
 
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/staged_communicator.h"
-#include "runtime/host_device.h"
+#include "core/host_device.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/mpi_test.h"
 

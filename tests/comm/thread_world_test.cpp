@@ -6,7 +6,7 @@
 #include <string>
 
 #include "comm/threads/thread_world.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tests/comm/comm_test_util.h"
 
 using namespace zrt;

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "comm/mpi/mpi_communicator.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tests/support/mpi_test.h"
 
 using namespace zrt;

@@ -1,6 +1,6 @@
 // Batch-size resolution: every combination of given and missing values, contradictions, the
 // caller's values, and a sweep checking the result against the defining equation.
-#include "runtime/config/batch_size.h"
+#include "core/config/batch_size.h"
 
 #include <doctest/doctest.h>
 

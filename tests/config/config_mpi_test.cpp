@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "runtime/config/config.h"
+#include "core/config/config.h"
 #include "tests/config/config_test_util.h"
 #include "tests/support/mpi_test.h"
 

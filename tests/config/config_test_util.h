@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/config/config.h"
+#include "core/config/config.h"
 
 namespace zrt::test {
 

@@ -2,8 +2,8 @@
 // parsing with line/column errors and duplicate keys.
 #include <doctest/doctest.h>
 
-#include "runtime/config/json_text.h"
-#include "runtime/config/key_suggestion.h"
+#include "core/config/json_text.h"
+#include "core/config/key_suggestion.h"
 #include "tests/config/config_test_util.h"
 
 using namespace zrt;

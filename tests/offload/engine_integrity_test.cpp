@@ -12,7 +12,7 @@
 #include "offload/aligned_buffer.h"
 #include "offload/offload_engine.h"
 #include "offload_test_util.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <atomic>
 #include <thread>

@@ -13,7 +13,7 @@
 #include "offload/offload_engine.h"
 #include "offload/swap_space.h"
 #include "offload_test_util.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 using namespace zrt::offload;
 using zrt::offload::test::fillPattern;

@@ -16,7 +16,7 @@
 #include "offload/fault_injecting_engine.h"
 #include "offload/offload_engine.h"
 #include "offload_test_util.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 using namespace zrt::offload;
 using zrt::offload::test::fillPattern;

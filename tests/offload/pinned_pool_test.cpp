@@ -11,8 +11,8 @@
 #include "offload/pinned_budget.h"
 #include "offload/pinned_buffer_pool.h"
 #include "offload_test_util.h"
-#include "runtime/error.h"
-#include "runtime/host_device.h"
+#include "core/error.h"
+#include "core/host_device.h"
 
 using namespace zrt::offload;
 using zrt::offload::test::fillPattern;

@@ -15,8 +15,8 @@
 #include "offload/latency_histogram.h"
 #include "offload/offload_engine.h"
 #include "offload_test_util.h"
-#include "runtime/config/config.h"
-#include "runtime/error.h"
+#include "core/config/config.h"
+#include "core/error.h"
 
 using namespace zrt::offload;
 using zrt::offload::test::TempDir;

@@ -18,7 +18,7 @@
 #include "offload/offload_engine.h"
 #include "offload/uring_engine.h"
 #include "offload_test_util.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 using namespace zrt::offload;
 using zrt::offload::test::fillPattern;

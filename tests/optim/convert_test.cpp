@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/isa.h"
 #include "tests/optim/optim_test_util.h"
 

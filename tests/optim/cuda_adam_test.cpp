@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/build_config.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "core/build_config.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "runtime/optim/adam.h"
 #include "tests/optim/optim_test_util.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::optim::test {
 

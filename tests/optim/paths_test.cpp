@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/detail/parallel_range.h"
 #include "runtime/optim/isa.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "partition/shard.h"
+#include "core/shard.h"
 #include "tests/support/mpi_test.h"
 
 using namespace zrt;

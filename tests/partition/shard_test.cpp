@@ -2,8 +2,8 @@
 
 #include <cstdint>
 
-#include "partition/shard.h"
-#include "runtime/error.h"
+#include "core/shard.h"
+#include "core/error.h"
 
 using namespace zrt;
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/config/config.h"
+#include "core/config/config.h"
 #include "tools/plan/cli.h"
 
 using namespace zrt::plan;

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "partition/shard.h"
-#include "runtime/error.h"
+#include "core/shard.h"
+#include "core/error.h"
 #include "tools/plan/formulas.h"
 #include "tools/plan/io_result.h"
 #include "tools/plan/model_spec.h"

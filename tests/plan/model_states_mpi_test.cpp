@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "partition/model_states.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/memory_ledger.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/memory_ledger.h"
 #include "tests/support/mpi_test.h"
 #include "tools/plan/cli.h"
 #include "tools/plan/formulas.h"

@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
-#include "runtime/build_config.h"
-#include "runtime/device.h"
+#include "core/build_config.h"
+#include "core/device.h"
 
 int main(int argc, char** argv) {
   if (!zrt::cudaDeviceAvailable()) {

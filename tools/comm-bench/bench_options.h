@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 namespace zrt::bench {
 

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "comm/mpi_env.h"
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 #include "tools/comm-bench/overlap.h"
 #include "tools/comm-bench/sweep.h"
 

@@ -13,7 +13,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/units.h"
+#include "core/units.h"
 
 namespace zrt::bench {
 namespace {

@@ -16,7 +16,7 @@
 #include "comm/mpi/mpi_reduce_ops.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
-#include "runtime/units.h"
+#include "core/units.h"
 
 namespace zrt::bench {
 namespace {

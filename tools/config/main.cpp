@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/config/config.h"
+#include "core/config/config.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Load a DeepSpeed JSON config as ZRT reads it and print it resolved."};

@@ -14,8 +14,8 @@
 #include "offload/latency_histogram.h"
 #include "offload/offload_engine.h"
 #include "offload/pinned_buffer_pool.h"
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::iotool {
 

@@ -18,8 +18,8 @@
 
 #include "offload/aio_options.h"
 #include "offload/swap_space.h"
-#include "runtime/device.h"
-#include "runtime/memory_ledger.h"
+#include "core/device.h"
+#include "core/memory_ledger.h"
 
 namespace zrt::iotool {
 

@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "io_benchmark.h"
-#include "runtime/build_config.h"
-#include "runtime/config/config.h"
+#include "core/build_config.h"
+#include "core/config/config.h"
 #include "report.h"
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 #include "svg_plot.h"
 
 using namespace zrt;

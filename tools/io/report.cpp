@@ -7,8 +7,8 @@
 #include <map>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace zrt::iotool {
 namespace {

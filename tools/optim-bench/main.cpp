@@ -30,11 +30,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dtype.h"
-#include "runtime/error.h"
+#include "core/dtype.h"
+#include "core/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/isa.h"
-#include "runtime/units.h"
+#include "core/units.h"
 
 using namespace zrt;
 using namespace zrt::optim;

@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::plan {
 

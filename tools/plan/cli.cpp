@@ -9,8 +9,8 @@
 #include <optional>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/units.h"
+#include "core/error.h"
+#include "core/units.h"
 #include "tools/plan/config_input.h"
 #include "tools/plan/io_result.h"
 #include "tools/plan/report.h"

@@ -3,9 +3,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/config/config.h"
-#include "runtime/config/json_text.h"
-#include "runtime/error.h"
+#include "core/config/config.h"
+#include "core/config/json_text.h"
+#include "core/error.h"
 
 namespace zrt::plan {
 

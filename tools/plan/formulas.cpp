@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "offload/pinned_buffer_pool.h"
-#include "partition/shard.h"
+#include "core/shard.h"
 #include "tools/plan/checked_math.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::plan {
 

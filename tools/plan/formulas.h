@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "partition/stage_rules.h"
-#include "runtime/memory_ledger.h"
+#include "core/memory_ledger.h"
 #include "tools/plan/inputs.h"
 #include "tools/plan/model_spec.h"
 

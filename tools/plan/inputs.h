@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "runtime/config/config.h"
-#include "runtime/dtype.h"
+#include "core/config/config.h"
+#include "core/dtype.h"
 
 namespace zrt::plan {
 

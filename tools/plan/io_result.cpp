@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::plan {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tools/plan/cli.h"
 
 int main(int argc, char** argv) {

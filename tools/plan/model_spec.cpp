@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tools/plan/checked_math.h"
 
 namespace zrt::plan {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 namespace zrt::plan {
 

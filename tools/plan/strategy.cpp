@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tools/plan/checked_math.h"
 
 namespace zrt::plan {

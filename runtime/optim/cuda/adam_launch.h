@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/kernel_args.h"
 
 namespace zrt::optim::cuda {

@@ -14,7 +14,7 @@
 
 #include <cstddef>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/detail/kernels.h"
 #include "runtime/optim/kernel_args.h"
 

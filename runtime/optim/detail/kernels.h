@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 #include "runtime/optim/isa.h"
 #include "runtime/optim/kernel_args.h"
 

@@ -1,7 +1,7 @@
 // A user's program built against the installed package only.
-#include <zrt/partition/shard.h>
-#include <zrt/runtime/device.h>
-#include <zrt/runtime/memory_ledger.h>
+#include <zrt/core/shard.h>
+#include <zrt/core/device.h>
+#include <zrt/core/memory_ledger.h>
 
 #include <cstdio>
 

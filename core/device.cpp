@@ -1,0 +1,113 @@
+#include "core/device.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.h"
+#include "core/host_device.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "core/build_config.h"
+#if ZRT_HAVE_CUDA
+#include "core/cuda/cuda_device.h"
+#endif
+
+namespace zrt {
+
+DeviceMemory::DeviceMemory(Device* device, void* ptr, std::size_t bytes, MemTag tag,
+                           MemPlace place)
+    : device_(device), ptr_(ptr), bytes_(bytes), tag_(tag), place_(place) {}
+
+DeviceMemory::~DeviceMemory() { reset(); }
+
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : device_(std::exchange(other.device_, nullptr)),
+      ptr_(std::exchange(other.ptr_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      tag_(other.tag_),
+      place_(other.place_) {}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = std::exchange(other.device_, nullptr);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    tag_ = other.tag_;
+    place_ = other.place_;
+  }
+  return *this;
+}
+
+void DeviceMemory::reset() {
+  if (!device_) return;
+  if (place_ == MemPlace::Device) device_->rawFree(ptr_, bytes_);
+  else device_->rawFreePinned(ptr_, bytes_);
+  try {
+    device_->ledger().release(tag_, place_, bytes_);
+  } catch (const std::exception& e) {
+    logError(e.what());
+  }
+  device_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+DeviceMemory Device::allocate(std::size_t bytes, MemTag tag) {
+  void* p = bytes ? rawAllocate(bytes) : nullptr;
+  ledger_->charge(tag, MemPlace::Device, bytes);
+  return DeviceMemory(this, p, bytes, tag, MemPlace::Device);
+}
+
+DeviceMemory Device::allocatePinned(std::size_t bytes, MemTag tag) {
+  void* p = bytes ? rawAllocatePinned(bytes) : nullptr;
+  ledger_->charge(tag, MemPlace::PinnedHost, bytes);
+  return DeviceMemory(this, p, bytes, tag, MemPlace::PinnedHost);
+}
+
+void Device::throwOutOfMemory(std::size_t bytes, std::string_view what, std::uint64_t inUse,
+                              std::uint64_t limit) const {
+  ZRT_THROW(OutOfMemory, name(), " is out of ", what, " memory: tried to allocate ",
+            formatBytes(bytes), " with ", formatBytes(inUse), " in use of ", formatBytes(limit),
+            " (", formatBytes(limit > inUse ? limit - inUse : 0), " free)\n", ledger_->table());
+}
+
+std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger) {
+  std::string kind = spec.substr(0, spec.find(':'));
+  std::string arg = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
+  if (kind == "host") {
+    std::uint64_t capacity = 16ull << 30;
+    if (!arg.empty()) capacity = parseBytes(arg, "host device capacity");
+    else if (const char* env = std::getenv("ZRT_HOST_DEVICE_MEMORY"); env && *env)
+      capacity = parseBytes(env, "ZRT_HOST_DEVICE_MEMORY");
+    return std::make_unique<HostDevice>(ledger, capacity);
+  }
+  if (kind == "cuda") {
+#if ZRT_HAVE_CUDA
+    int ordinal = 0;
+    if (!arg.empty()) {
+      try {
+        ordinal = std::stoi(arg);
+      } catch (const std::exception&) {
+        ZRT_THROW(InvalidArgument, "bad device spec '", spec, "': expected cuda:<ordinal>");
+      }
+    }
+    return std::make_unique<CudaDevice>(ledger, ordinal);
+#else
+    ZRT_THROW(InvalidArgument, "device '", spec,
+              "' asked for, but this build of ZRT has no CUDA (configure with -DZRT_CUDA=ON)");
+#endif
+  }
+  ZRT_THROW(InvalidArgument, "unknown device spec '", spec,
+            "': expected host, host:<capacity>, cuda or cuda:<ordinal>");
+}
+
+bool cudaDeviceAvailable() {
+#if ZRT_HAVE_CUDA
+  return cudaDeviceCount() > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace zrt

@@ -1,0 +1,145 @@
+#include "core/memory_ledger.h"
+
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace zrt {
+
+std::string_view nameOf(MemTag tag) {
+  switch (tag) {
+    case MemTag::Parameters: return "parameters";
+    case MemTag::Gradients: return "gradients";
+    case MemTag::OptimizerState: return "optimizer state";
+    case MemTag::CommBuckets: return "comm buckets";
+    case MemTag::SwapBuffers: return "swap buffers";
+    case MemTag::Activations: return "activations";
+    case MemTag::Other: return "other";
+  }
+  return "?";
+}
+
+std::string_view nameOf(MemPlace place) {
+  switch (place) {
+    case MemPlace::Device: return "device";
+    case MemPlace::PinnedHost: return "pinned host";
+    case MemPlace::Host: return "host";
+    case MemPlace::Nvme: return "nvme";
+  }
+  return "?";
+}
+
+MemoryLedger::MemoryLedger(std::string name) : name_(std::move(name)) {}
+
+void MemoryLedger::charge(MemTag tag, MemPlace place, std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  Counter& c = cells_[static_cast<int>(tag)][static_cast<int>(place)];
+  c.current += bytes;
+  if (c.current > c.peak) c.peak = c.current;
+  Counter& t = totals_[static_cast<int>(place)];
+  t.current += bytes;
+  if (t.current > t.peak) t.peak = t.current;
+}
+
+void MemoryLedger::release(MemTag tag, MemPlace place, std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  Counter& c = cells_[static_cast<int>(tag)][static_cast<int>(place)];
+  ZRT_ENFORCE_LE(bytes, c.current, "ledger '", name_, "' releases more ", nameOf(tag), " bytes on ",
+                 nameOf(place), " than it holds");
+  c.current -= bytes;
+  totals_[static_cast<int>(place)].current -= bytes;
+}
+
+MemoryLedger::Counter MemoryLedger::get(MemTag tag, MemPlace place) const {
+  std::lock_guard lock(mu_);
+  return cells_[static_cast<int>(tag)][static_cast<int>(place)];
+}
+
+MemoryLedger::Counter MemoryLedger::total(MemPlace place) const {
+  std::lock_guard lock(mu_);
+  return totals_[static_cast<int>(place)];
+}
+
+void MemoryLedger::resetPeaks() {
+  std::lock_guard lock(mu_);
+  for (auto& row : cells_)
+    for (auto& c : row) c.peak = c.current;
+  for (auto& t : totals_) t.peak = t.current;
+}
+
+std::string MemoryLedger::table() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  char line[256];
+  const char* rule =
+      "|-----------------+-----------------------+-----------------------+"
+      "-----------------------+-----------------------|\n";
+  out += rule;
+  std::snprintf(line, sizeof line, "| %-111s |\n",
+                detail::cat("memory ledger '", name_, "' (current / peak)").c_str());
+  out += line;
+  out += rule;
+  std::snprintf(line, sizeof line, "| %-15s | %-21s | %-21s | %-21s | %-21s |\n", "tag",
+                "device", "pinned host", "host", "nvme");
+  out += line;
+  out += rule;
+  auto cell = [](const Counter& c) {
+    return formatBytes(c.current) + " / " + formatBytes(c.peak);
+  };
+  for (int t = 0; t < kNumMemTags; ++t) {
+    const auto& row = cells_[t];
+    std::snprintf(line, sizeof line, "| %-15s | %21s | %21s | %21s | %21s |\n",
+                  std::string(nameOf(static_cast<MemTag>(t))).c_str(), cell(row[0]).c_str(),
+                  cell(row[1]).c_str(), cell(row[2]).c_str(), cell(row[3]).c_str());
+    out += line;
+  }
+  out += rule;
+  std::snprintf(line, sizeof line, "| %-15s | %21s | %21s | %21s | %21s |\n", "total",
+                cell(totals_[0]).c_str(), cell(totals_[1]).c_str(), cell(totals_[2]).c_str(),
+                cell(totals_[3]).c_str());
+  out += line;
+  out += rule;
+  return out;
+}
+
+LedgerCharge::LedgerCharge(MemoryLedger& ledger, MemTag tag, MemPlace place, std::uint64_t bytes)
+    : ledger_(&ledger), tag_(tag), place_(place), bytes_(bytes) {
+  ledger_->charge(tag_, place_, bytes_);
+}
+
+LedgerCharge::~LedgerCharge() { reset(); }
+
+LedgerCharge::LedgerCharge(LedgerCharge&& other) noexcept
+    : ledger_(std::exchange(other.ledger_, nullptr)),
+      tag_(other.tag_),
+      place_(other.place_),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+LedgerCharge& LedgerCharge::operator=(LedgerCharge&& other) noexcept {
+  if (this != &other) {
+    reset();
+    ledger_ = std::exchange(other.ledger_, nullptr);
+    tag_ = other.tag_;
+    place_ = other.place_;
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void LedgerCharge::reset() {
+  if (ledger_ && bytes_) {
+    // release() only throws on a ledger bug; a destructor must not throw, so log it instead.
+    try {
+      ledger_->release(tag_, place_, bytes_);
+    } catch (const std::exception& e) {
+      logError(e.what());
+    }
+  }
+  ledger_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace zrt
