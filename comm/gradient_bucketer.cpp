@@ -49,15 +49,26 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
 
   std::uint64_t bytes = 0;
   if (!sharded()) {
-    flat_ = comm.allocateBuffer(plan_.totalNumel * es_);
-    bytes = flat_.bytes();
+    if (options_.output) {
+      flatBase_ = static_cast<char*>(options_.output);
+    } else {
+      flat_ = comm.allocateBuffer(plan_.totalNumel * es_);
+      flatBase_ = flat_.as<char>();
+      bytes = flat_.bytes();
+    }
   } else {
     const std::size_t slots = options_.overlapComm ? 2 : 1;
-    shardOut_.assign(shardLen_ * es_, 0);
+    if (options_.output) {
+      shardBase_ = static_cast<char*>(options_.output);
+    } else {
+      shardOut_.assign(shardLen_ * es_, 0);
+      shardBase_ = shardOut_.data();
+      bytes = shardOut_.size();
+    }
     for (std::size_t i = 0; i < slots; ++i) ring_.push_back(comm.allocateBuffer(plan_.maxBucketNumel * es_));
     recvTemp_.resize(slots);
     slotOwner_.assign(slots, kNone);
-    bytes = shardOut_.size() + slots * plan_.maxBucketNumel * es_;
+    bytes += slots * plan_.maxBucketNumel * es_;
   }
   if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, MemPlace::Host, bytes);
   const std::size_t n = plan_.numel.size(), nb = plan_.buckets.size();
@@ -86,8 +97,8 @@ void GradientBucketer::beginBackward(bool accumulate) {
   exposedSeconds_ = 0;
   if (!sharded() && accumulate && !resultInAcc_) {
     // The running sum moves out of the flat buffer, which this pass overwrites.
-    acc_.resize(flat_.bytes());
-    if (flat_.bytes()) std::memcpy(acc_.data(), flat_.data(), flat_.bytes());
+    acc_.resize(plan_.totalNumel * es_);
+    if (!acc_.empty()) std::memcpy(acc_.data(), flatBase_, acc_.size());
     resultInAcc_ = true;
   }
   if (!sharded() && !accumulate) resultInAcc_ = false;
@@ -104,7 +115,7 @@ void GradientBucketer::beginBackward(bool accumulate) {
 
 char* GradientBucketer::bucketBase(std::size_t bucket) {
   const GradBucket& b = plan_.buckets[bucket];
-  if (!sharded()) return flat_.as<char>() + b.begin * es_;
+  if (!sharded()) return flatBase_ + b.begin * es_;
   return ring_[bucket % ring_.size()].as<char>();
 }
 
@@ -134,7 +145,8 @@ void GradientBucketer::gradientReady(std::size_t tensor, const void* grad) {
   if (options_.contiguousGradients && numel > 0) {
     const std::size_t at = (plan_.offset[tensor] - plan_.buckets[b].begin) * es_;
     if (!sharded()) {
-      std::memcpy(bucketBase(b) + at, grad, numel * es_);
+      char* dst = bucketBase(b) + at;
+      if (dst != grad) std::memcpy(dst, grad, numel * es_);
     } else {
       // Its staging buffer is free, or held by the bucket K before it once that one launched
       // (buckets launch in order, so claiming never waits on a bucket that cannot launch).
@@ -164,7 +176,7 @@ void GradientBucketer::launch(std::size_t bucket) {
   char* base = bucketBase(bucket);
   for (std::size_t t : b.tensors) {  // pack what was not copied on arrival
     const std::size_t at = (plan_.offset[t] - b.begin) * es_, bytes = plan_.numel[t] * es_;
-    if (gradPtr_[t] && bytes) std::memcpy(base + at, gradPtr_[t], bytes);
+    if (gradPtr_[t] && bytes && gradPtr_[t] != base + at) std::memcpy(base + at, gradPtr_[t], bytes);
     if (!early_[t].empty()) {
       std::memcpy(base + at, early_[t].data(), bytes);
       early_[t].clear();
@@ -189,7 +201,7 @@ void GradientBucketer::launch(std::size_t bucket) {
       recv = temp.data();
     } else {
       const std::size_t from = std::max(b.begin, shard_.begin);
-      recv = shardOut_.data() + (mine ? (from - shard_.begin) * es_ : 0);
+      recv = shardBase_ + (mine ? (from - shard_.begin) * es_ : 0);
     }
     works_[bucket] = comm_.reduceScatterAsync(base, recv, counts, options_.dtype);
   }
@@ -212,7 +224,7 @@ void GradientBucketer::complete(std::size_t bucket) {
     const std::size_t lo = std::max(b.begin, shard_.begin);
     const std::size_t hi = std::min(b.end, shard_.begin + shardLen_);
     if (hi > lo)
-      addDivided(options_.dtype, shardOut_.data() + (lo - shard_.begin) * es_,
+      addDivided(options_.dtype, shardBase_ + (lo - shard_.begin) * es_,
                  recvTemp_[s].data(), hi - lo, divisor_);
   }
   if (slotOwner_[s] == bucket) slotOwner_[s] = kNone;
@@ -248,17 +260,17 @@ void GradientBucketer::finishBackward() {
   }
   if (!sharded()) {
     if (resultInAcc_)
-      addDivided(options_.dtype, acc_.data(), flat_.data(), plan_.totalNumel, divisor_);
+      addDivided(options_.dtype, acc_.data(), flatBase_, plan_.totalNumel, divisor_);
     else
-      divideBy(options_.dtype, flat_.data(), plan_.totalNumel, divisor_);
+      divideBy(options_.dtype, flatBase_, plan_.totalNumel, divisor_);
   } else if (!accumulate_) {
-    divideBy(options_.dtype, shardOut_.data(), shardLen_, divisor_);
+    divideBy(options_.dtype, shardBase_, shardLen_, divisor_);
   }
 }
 
 const void* GradientBucketer::output() const {
-  if (sharded()) return shardOut_.data();
-  return resultInAcc_ ? acc_.data() : flat_.data();
+  if (sharded()) return shardBase_;
+  return resultInAcc_ ? acc_.data() : flatBase_;
 }
 
 std::size_t GradientBucketer::outputCount() const {

@@ -40,6 +40,11 @@ struct GradientBucketerOptions {
   bool averageOverAccumulation = false;  // divide by world * steps instead of world
   std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
   MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, Host)
+  // Where the averaged gradients go, owned by the caller (the partition manager's gradient
+  // buffer); null: the bucketer allocates its own. Stages 0/1: the flat buffer of
+  // plan().totalNumel elements, all-reduced in place (a gradient already sitting at its place in
+  // it is not copied); stages 2/3: the shard of shard().count elements.
+  void* output = nullptr;
 
   // stage, reduce_bucket_size, overlap_comm and contiguous_gradients from the config.
   static GradientBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
@@ -96,11 +101,13 @@ class GradientBucketer {
   // Stages 0/1: the flat gradients (all-reduced in place); accumulation target when asked.
   // Bucket memory comes from Communicator::allocateBuffer, which the backend moves fastest.
   CommBuffer flat_;
+  char* flatBase_ = nullptr;  // flat_ or the caller's output
   std::vector<char> acc_;
   bool resultInAcc_ = false;
   // Stages 2/3: the averaged shard, a ring of bucket staging buffers, receive buffers for
   // accumulation, and copies of gradients that arrived before their slot was free.
   std::vector<char> shardOut_;
+  char* shardBase_ = nullptr;  // shardOut_ or the caller's output
   std::vector<CommBuffer> ring_;
   std::vector<std::vector<char>> recvTemp_;
   std::vector<std::size_t> slotOwner_;

@@ -1,0 +1,594 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "comm/allgather_bucketer.h"
+#include "comm/gradient_bucketer.h"
+#include "comm/reduce_kernels.h"
+#include "core/error.h"
+#include "core/shard.h"
+#include "partition/model_states.h"
+#include "runtime/loss_scaler.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
+
+namespace zrt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct ParamInfo {
+  std::size_t module = 0;
+  const ParamSpec* spec = nullptr;
+  std::uint64_t numel = 0;
+  std::uint64_t offset = 0;  // in the trainable or the frozen flat buffer
+  std::size_t tensor = 0;    // index among the trainable (bucketer tensors) or frozen tensors
+  std::uint64_t scratchOffset = 0;  // trainable: where its gradient sits in the workspace
+};
+
+// Every rank's bytes, in rank order. The collectives know only float types, but an all-gather
+// only copies, so raw bytes travel as fp32 words unchanged.
+std::vector<std::string> allGatherBytes(comm::Communicator& comm, const std::string& mine) {
+  const auto world = static_cast<std::size_t>(comm.size());
+  std::uint64_t len = mine.size();
+  std::vector<std::uint64_t> lens(world);
+  comm.allGather(&len, lens.data(), 2, DType::F32);
+  const std::uint64_t words = std::max<std::uint64_t>(1, (*std::max_element(lens.begin(), lens.end()) + 3) / 4);
+  std::vector<char> send(words * 4, 0), recv(words * 4 * world);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  comm.allGather(send.data(), recv.data(), words, DType::F32);
+  std::vector<std::string> out(world);
+  for (std::size_t r = 0; r < world; ++r) out[r].assign(recv.data() + r * words * 4, lens[r]);
+  return out;
+}
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t nl = s.find('\n', at);
+    lines.push_back(s.substr(at, nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return lines;
+}
+
+// Throws on every rank (they all see the same descriptions) when registrations differ, naming
+// the first parameter that differs and what each rank registered there.
+void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
+  std::string mine;
+  for (const std::string& line : describeParams(model)) mine += line + "\n";
+  const std::vector<std::string> all = allGatherBytes(comm, mine);
+  if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) return;
+  std::vector<std::vector<std::string>> lines;
+  std::size_t most = 0;
+  for (const std::string& s : all) {
+    lines.push_back(splitLines(s));
+    most = std::max(most, lines.back().size());
+  }
+  for (std::size_t i = 0; i < most; ++i) {
+    std::map<std::string, std::string> ranksBy;  // what was registered -> which ranks
+    for (std::size_t r = 0; r < lines.size(); ++r) {
+      const std::string what = i < lines[r].size() ? "'" + lines[r][i] + "'" : "nothing (" +
+                               std::to_string(lines[r].size()) + " parameters in all)";
+      std::string& ranks = ranksBy[what];
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (ranksBy.size() == 1) continue;
+    std::string detail;
+    for (const auto& [what, ranks] : ranksBy) detail += "\n  rank(s) " + ranks + ": " + what;
+    ZRT_THROW(InvalidArgument, "engine: ranks registered different models; first difference at "
+              "parameter #", i, ":", detail);
+  }
+}
+
+float loadAs(DType t, const void* base, std::size_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::F16: return halfToFloat(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::BF16: return bf16ToFloat(static_cast<const std::uint16_t*>(base)[i]);
+  }
+  return 0;
+}
+
+void storeAs(DType t, void* base, std::size_t i, float v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(base)[i] = v; break;
+    case DType::F16: static_cast<std::uint16_t*>(base)[i] = floatToHalf(v); break;
+    case DType::BF16: static_cast<std::uint16_t*>(base)[i] = floatToBf16(v); break;
+  }
+}
+
+// Sum of squares (in double) and whether anything is inf or NaN.
+struct NormPart {
+  double sumSq = 0;
+  double nonFinite = 0;
+};
+
+NormPart normPart(DType t, const void* base, std::size_t count) {
+  NormPart p;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = loadAs(t, base, i);
+    if (!std::isfinite(v)) p.nonFinite = 1;
+    p.sumSq += v * v;
+  }
+  return p;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(const Config& c, Device& d, comm::Communicator& cm, EngineModel m)
+      : config(c), device(d), comm(cm), model(std::move(m)) {}
+
+  Config config;
+  Device& device;
+  comm::Communicator& comm;
+  EngineModel model;
+  int world = 1;
+  int rank = 0;
+  int stage = 0;
+  DType dtype = DType::F32;
+  std::size_t es = 4;
+  int accumulation = 1;
+
+  std::vector<ParamInfo> params;
+  std::vector<std::vector<std::size_t>> moduleParams;
+  std::map<std::string, std::size_t> moduleByName;
+  std::unique_ptr<ModelStates> states;
+  std::unique_ptr<comm::GradientBucketer> bucketer;
+  std::unique_ptr<comm::AllGatherBucketer> gatherer;
+  DeviceMemory workspace;  // one module's gradients as the caller writes them
+  LossScaler scaler;
+  LrSchedule schedule = LrSchedule::fromConfig(SchedulerConfig{}, 0.0);
+  // The part of the gradients whose norm this rank adds up: its shard at every stage (at stages
+  // 0/1 every rank holds all gradients, but each adds only its part).
+  ShardRange normShard;
+
+  // Per step and micro-step.
+  int micro = 0;  // micro-steps finished in this step
+  bool inMicro = false;
+  bool reducing = false;  // the bucketer has a backward open
+  std::vector<char> done;
+  std::string misuse;
+  int handedOut = -1;  // module whose gradients are in the workspace
+  std::int64_t attempted = 0;
+  std::int64_t taken = 0;
+  double computeSeconds = 0, commSeconds = 0;
+  Clock::time_point microStart;
+
+  bool boundaryMicro() const { return micro == accumulation - 1; }
+  char* paramBase(const ParamInfo& p) const {
+    const StateBuffer& b = p.spec->trainable ? states->parameters() : states->frozenParameters();
+    return static_cast<char*>(b.data()) + p.offset * es;
+  }
+  char* gradBase() const { return static_cast<char*>(states->gradients().data()); }
+  const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
+
+  void validate();
+  void layOut();
+  void initialise();
+  void misused(std::string what) {
+    if (misuse.empty()) misuse = std::move(what);
+  }
+  void feed(std::size_t module);
+  void agreeNoMisuse();
+  double groupLr(int group, std::int64_t step) const;
+  double groupWeightDecay(int group) const;
+  void runOptimizer(double gradScale);
+};
+
+void Engine::Impl::validate() {
+  world = comm.size();
+  rank = comm.rank();
+  stage = config.zero_optimization.stage;
+  if (config.world_size != world)
+    ZRT_THROW(InvalidArgument, "engine: the config (", config.source, ") was resolved for ",
+              config.world_size, " ranks but the communicator has ", world);
+  if (stage < 0 || stage > 2)
+    ZRT_THROW(InvalidArgument, "engine: zero_optimization.stage ", stage, " in ", config.source,
+              " is not supported by this engine; it runs stages 0, 1 and 2");
+  const auto& zero = config.zero_optimization;
+  if (zero.offload_optimizer.device != OffloadDevice::None ||
+      zero.offload_param.device != OffloadDevice::None)
+    ZRT_THROW(InvalidArgument, "engine: ", config.source,
+              " asks for offload (zero_optimization.offload_optimizer/offload_param), which this "
+              "engine does not run yet");
+  if (device.kind() != DeviceKind::Host)
+    ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
+              " is not supported yet; the engine's step runs on the host device");
+  if (config.fp16.enabled && config.bf16.enabled)
+    ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
+  dtype = config.bf16.enabled ? DType::BF16 : config.fp16.enabled ? DType::F16 : DType::F32;
+  es = dtypeSize(dtype);
+  accumulation = static_cast<int>(config.gradient_accumulation_steps);
+  if (model.groups.empty()) model.groups.push_back(ParamGroup{});
+}
+
+void Engine::Impl::layOut() {
+  std::vector<ParamTensor> tensors;
+  std::uint64_t trainableAt = 0, frozenAt = 0;
+  std::size_t trainableCount = 0, frozenCount = 0;
+  moduleParams.resize(model.modules.size());
+  for (std::size_t m = 0; m < model.modules.size(); ++m) {
+    const ModuleSpec& mod = model.modules[m];
+    if (!moduleByName.emplace(mod.name, m).second)
+      ZRT_THROW(InvalidArgument, "engine: two modules are named '", mod.name, "'");
+    std::set<std::string> names;
+    std::uint64_t scratchAt = 0;
+    for (const ParamSpec& spec : mod.params) {
+      const std::string where = "engine: parameter '" + mod.name + "/" + spec.name + "'";
+      if (!names.insert(spec.name).second) ZRT_THROW(InvalidArgument, where, " is registered twice");
+      if (spec.group < 0 || static_cast<std::size_t>(spec.group) >= model.groups.size())
+        ZRT_THROW(InvalidArgument, where, ": group ", spec.group, " does not exist (",
+                  model.groups.size(), " groups)");
+      if (!spec.init) ZRT_THROW(InvalidArgument, where, " has no initialiser");
+      ParamInfo p;
+      p.module = m;
+      p.spec = &spec;
+      p.numel = numelOf(spec);
+      if (spec.trainable) {
+        p.offset = trainableAt;
+        p.tensor = trainableCount++;
+        p.scratchOffset = scratchAt;
+        trainableAt += p.numel;
+        scratchAt += p.numel;
+      } else {
+        p.offset = frozenAt;
+        p.tensor = frozenCount++;
+        frozenAt += p.numel;
+      }
+      moduleParams[m].push_back(params.size());
+      params.push_back(p);
+      tensors.push_back({mod.name + "/" + spec.name, p.numel, spec.trainable});
+    }
+  }
+  ModelStateOptions o = modelStateOptions(config, rank);
+  o.worldSize = world;
+  states = std::make_unique<ModelStates>(device, std::move(tensors), o);
+  std::uint64_t widest = 0;
+  for (std::size_t m = 0; m < model.modules.size(); ++m) {
+    std::uint64_t n = 0;
+    for (std::size_t i : moduleParams[m])
+      if (params[i].spec->trainable) n += params[i].numel;
+    widest = std::max(widest, n);
+  }
+  // The workspace is not a model state (the ZeRO formulas leave it out, as they leave out
+  // PyTorch's .grad before DeepSpeed copies it into a bucket), so it is charged as "other".
+  if (widest) workspace = device.allocate(widest * es, MemTag::Other);
+  normShard = shardOf(states->trainableLayout().numel, world, rank, kShardAlignElements);
+  done.assign(model.modules.size(), 0);
+}
+
+void Engine::Impl::initialise() {
+  for (const StateBuffer* b : {&states->parameters(), &states->frozenParameters(),
+                               &states->gradients(), &states->masterWeights()})
+    if (*b) std::memset(b->data(), 0, b->bytes());
+  for (const StateBuffer& b : states->moments()) std::memset(b.data(), 0, b.bytes());
+  std::vector<float> values;
+  for (const ParamInfo& p : params) {
+    values.assign(p.numel, 0.f);
+    p.spec->init(values.data(), p.numel);
+    char* base = paramBase(p);
+    for (std::uint64_t i = 0; i < p.numel; ++i) storeAs(dtype, base, i, values[i]);
+  }
+  // The master copy starts from the training-dtype values, as a model cast to fp16 would.
+  if (states->masterWeights()) {
+    const ShardRange& s = states->trainableLayout().shard;
+    auto* master = static_cast<float*>(states->masterWeights().data());
+    const char* full = static_cast<const char*>(states->parameters().data());
+    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = loadAs(dtype, full, s.begin + i);
+  }
+}
+
+double Engine::Impl::groupLr(int group, std::int64_t step) const {
+  const double base = config.optimizer.lr;
+  const double own = model.groups[static_cast<std::size_t>(group)].lr;
+  const double scheduled = schedule.lrAt(step);
+  if (own < 0) return scheduled;
+  return base > 0 ? scheduled * own / base : own;
+}
+
+double Engine::Impl::groupWeightDecay(int group) const {
+  const double own = model.groups[static_cast<std::size_t>(group)].weightDecay;
+  return own < 0 ? config.optimizer.weight_decay : own;
+}
+
+Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model)
+    : impl_(std::make_unique<Impl>(config, device, comm, std::move(model))) {
+  Impl& e = *impl_;
+  e.validate();
+  checkSameRegistration(comm, e.model);
+  e.layOut();
+  e.initialise();
+  e.scaler = LossScaler::fromConfig(config.fp16);
+  e.schedule = LrSchedule::fromConfig(config.scheduler, config.optimizer.lr);
+
+  std::vector<std::size_t> numels;
+  for (const ParamInfo& p : e.params)
+    if (p.spec->trainable) numels.push_back(p.numel);
+  if (!numels.empty()) {
+    auto o = comm::GradientBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype);
+    // The workspace is reused for the next module at once, so gradients are always copied into
+    // their bucket on arrival.
+    o.contiguousGradients = true;
+    o.ledger = &device.ledger();
+    o.output = e.states->gradients().data();
+    e.bucketer = std::make_unique<comm::GradientBucketer>(comm, numels, o);
+    if (e.stage >= 1 && e.world > 1) {
+      const std::size_t whole = e.states->trainableLayout().numel;
+      e.gatherer = std::make_unique<comm::AllGatherBucketer>(
+          comm, std::span<const std::size_t>(&whole, 1),
+          comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype));
+      ZRT_ENFORCE_EQ(e.gatherer->plan().shardCount[0], e.states->trainableLayout().shard.count);
+    }
+  }
+}
+
+Engine::~Engine() = default;
+
+int Engine::stage() const { return impl_->stage; }
+DType Engine::precision() const { return impl_->dtype; }
+int Engine::accumulationSteps() const { return impl_->accumulation; }
+std::size_t Engine::numModules() const { return impl_->model.modules.size(); }
+int Engine::moduleIndex(const std::string& name) const {
+  auto it = impl_->moduleByName.find(name);
+  return it == impl_->moduleByName.end() ? -1 : static_cast<int>(it->second);
+}
+double Engine::lossScale() const { return impl_->scaler.scale(); }
+double Engine::gradientSeed() const { return impl_->scaler.scale() / impl_->accumulation; }
+
+void Engine::beginMicroStep() {
+  Impl& e = *impl_;
+  if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: beginMicroStep twice without endMicroStep");
+  if (e.micro >= e.accumulation)
+    ZRT_THROW(InvalidArgument, "engine: ", e.accumulation,
+              " micro-steps (gradient_accumulation_steps) are done; call step() first");
+  e.inMicro = true;
+  std::fill(e.done.begin(), e.done.end(), 0);
+  e.handedOut = -1;
+  // Stages 0/1 add micro-steps up locally and reduce once, in the last; stage 2 reduces every
+  // micro-step into the shard, so a rank never holds more than its shard of gradients.
+  e.reducing = e.bucketer && (e.stage >= 2 || e.boundaryMicro());
+  if (e.reducing) e.bucketer->beginBackward(/*accumulate=*/e.stage >= 2 && e.micro > 0);
+  e.microStart = Clock::now();
+}
+
+std::vector<TensorRef> Engine::parameters(std::size_t module) {
+  Impl& e = *impl_;
+  if (module >= e.moduleParams.size())
+    ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
+              " modules)");
+  std::vector<TensorRef> out;
+  for (std::size_t i : e.moduleParams[module]) {
+    const ParamInfo& p = e.params[i];
+    out.push_back({&p.spec->name, &p.spec->shape, e.paramBase(p), e.dtype, p.numel});
+  }
+  return out;
+}
+
+std::vector<TensorRef> Engine::gradients(std::size_t module) {
+  Impl& e = *impl_;
+  if (module >= e.moduleParams.size())
+    ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
+              " modules)");
+  if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: gradients() outside a micro-step");
+  if (e.handedOut >= 0 && static_cast<std::size_t>(e.handedOut) != module)
+    e.misused("module '" + e.moduleName(module) + "' asked for its gradient buffers before module '" +
+              e.moduleName(static_cast<std::size_t>(e.handedOut)) + "' called backwardDone");
+  e.handedOut = static_cast<int>(module);
+  std::vector<TensorRef> out;
+  for (std::size_t i : e.moduleParams[module]) {
+    const ParamInfo& p = e.params[i];
+    void* data = p.spec->trainable ? e.workspace.as<char>() + p.scratchOffset * e.es : nullptr;
+    out.push_back({&p.spec->name, &p.spec->shape, data, e.dtype, p.numel});
+  }
+  return out;
+}
+
+// Hands module m's gradients (in the workspace) on: added into the local gradient buffer at
+// stages 0/1, into the buckets when this micro-step reduces.
+void Engine::Impl::feed(std::size_t m) {
+  const auto& ids = moduleParams[m];
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {  // backward order inside the module
+    const ParamInfo& p = params[*it];
+    if (!p.spec->trainable) continue;
+    const char* grad = workspace.as<char>() + p.scratchOffset * es;
+    if (stage <= 1) {
+      char* dst = gradBase() + p.offset * es;
+      if (micro == 0)
+        std::memcpy(dst, grad, p.numel * es);
+      else
+        comm::sumPair(dtype, grad, dst, p.numel);  // fp32 add, one rounding
+      if (reducing) bucketer->gradientReady(p.tensor, dst);
+    } else {
+      bucketer->gradientReady(p.tensor, grad);
+    }
+  }
+}
+
+void Engine::backwardDone(std::size_t module) {
+  Impl& e = *impl_;
+  if (module >= e.moduleParams.size())
+    ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
+              " modules)");
+  if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: backwardDone() outside a micro-step");
+  if (e.done[module]) {
+    e.misused("module '" + e.moduleName(module) + "' reported its gradients twice in micro-step " +
+              std::to_string(e.micro));
+    return;
+  }
+  e.done[module] = 1;
+  e.handedOut = -1;
+  e.feed(module);
+}
+
+// Every rank learns whether any rank misused the API this micro-step, after the collectives
+// every rank posted, and all throw the same error.
+void Engine::Impl::agreeNoMisuse() {
+  const std::vector<std::string> all = allGatherBytes(comm, misuse);
+  std::string report;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
+  misuse.clear();
+  if (!report.empty()) ZRT_THROW(InvalidArgument, "engine: gradients reported wrongly:", report);
+}
+
+void Engine::endMicroStep() {
+  Impl& e = *impl_;
+  if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: endMicroStep without beginMicroStep");
+  const double wall = secondsSince(e.microStart);
+  for (std::size_t m = 0; m < e.done.size(); ++m) {
+    if (e.done[m]) continue;
+    bool trains = false;
+    for (std::size_t i : e.moduleParams[m]) trains = trains || e.params[i].spec->trainable;
+    if (!trains) continue;
+    e.misused("module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
+              std::to_string(e.micro));
+    // Its buckets still travel (with zeros), so every rank posts the same collectives.
+    if (e.workspace) std::memset(e.workspace.data(), 0, e.workspace.bytes());
+    e.feed(m);
+  }
+  // Waits during backward (for a staging buffer) were communication the caller sat through;
+  // the rest of the micro-step was the caller's compute.
+  const double waitedInBackward = e.reducing ? e.bucketer->exposedSeconds() : 0.0;
+  const auto t0 = Clock::now();
+  e.inMicro = false;
+  ++e.micro;
+  if (e.reducing) {
+    e.reducing = false;
+    e.bucketer->finishBackward();
+  }
+  e.agreeNoMisuse();
+  e.commSeconds += waitedInBackward + secondsSince(t0);
+  e.computeSeconds += std::max(0.0, wall - waitedInBackward);
+}
+
+void Engine::Impl::runOptimizer(double gradScale) {
+  const ShardRange& shard = states->trainableLayout().shard;
+  if (shard.count == 0) return;
+  float* master = static_cast<float*>(states->masterWeights().data());
+  char* full = static_cast<char*>(states->parameters().data());
+  // The gradients of the shard: inside the whole buffer at stages 0/1, the buffer itself at 2.
+  const char* grads = gradBase() + (stage <= 1 ? shard.begin * es : 0);
+  float* param = master ? master : reinterpret_cast<float*>(full + shard.begin * es);
+  void* copy = master ? full + shard.begin * es : nullptr;
+  const auto& moments = states->moments();
+  const OptimizerConfig& oc = config.optimizer;
+  for (const ParamInfo& p : params) {
+    if (!p.spec->trainable) continue;
+    const ShardPiece piece = pieceInShard(p.offset, p.numel, shard);
+    if (piece.count == 0) continue;
+    const int g = p.spec->group;
+    if (oc.type == OptimizerType::SGD) {
+      optim::SgdHyper h;
+      h.lr = groupLr(g, taken);
+      h.momentum = oc.momentum;
+      h.dampening = oc.dampening;
+      h.nesterov = oc.nesterov;
+      h.weightDecay = groupWeightDecay(g);
+      h.step = taken + 1;
+      h.gradScale = gradScale;
+      optim::SgdState s{param, moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
+                        grads, dtype, copy, dtype, shard.count};
+      optim::sgdStep(h, s, piece.inShard, piece.count);
+    } else {
+      optim::AdamHyper h;
+      h.lr = groupLr(g, taken);
+      h.beta1 = oc.beta1;
+      h.beta2 = oc.beta2;
+      h.eps = oc.eps;
+      h.weightDecay = groupWeightDecay(g);
+      h.decoupledWeightDecay = oc.adam_w_mode;
+      h.step = taken + 1;
+      h.gradScale = gradScale;
+      optim::AdamState s{param, static_cast<float*>(moments[0].data()),
+                         static_cast<float*>(moments[1].data()), grads, dtype, copy, dtype,
+                         shard.count};
+      optim::adamStep(h, s, piece.inShard, piece.count);
+    }
+  }
+}
+
+StepReport Engine::step() {
+  Impl& e = *impl_;
+  if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: step() inside a micro-step");
+  if (e.micro != e.accumulation)
+    ZRT_THROW(InvalidArgument, "engine: step() after ", e.micro, " of ", e.accumulation,
+              " micro-steps (gradient_accumulation_steps)");
+  const auto t0 = Clock::now();
+  StepReport r;
+  r.step = ++e.attempted;
+  r.lossScale = e.scaler.scale();
+  r.lr = e.groupLr(0, e.taken);
+
+  // The global norm and overflow from every rank's part, added in rank order so every rank
+  // gets the same bits.
+  NormPart mine;
+  if (e.bucketer) {
+    const char* g = e.gradBase() + (e.stage <= 1 ? e.normShard.begin * e.es : 0);
+    mine = normPart(e.dtype, g, e.normShard.valid);  // padding past the real elements is not ours to read at stages 0/1
+  }
+  std::vector<NormPart> parts(static_cast<std::size_t>(e.world));
+  const auto tc = Clock::now();
+  e.comm.allGather(&mine, parts.data(), sizeof(NormPart) / 4, DType::F32);
+  double commSeconds = secondsSince(tc);
+  double sumSq = 0;
+  bool overflow = false;
+  for (const NormPart& p : parts) {
+    sumSq += p.sumSq;
+    overflow = overflow || p.nonFinite != 0;
+  }
+  const double scale = e.scaler.scale();
+  r.gradNorm = overflow ? std::numeric_limits<double>::infinity() : std::sqrt(sumSq) / scale;
+
+  if (overflow) {
+    r.taken = false;
+  } else {
+    double clip = 1.0;
+    const double maxNorm = e.config.gradient_clipping;
+    if (maxNorm > 0 && r.gradNorm > maxNorm) clip = maxNorm / (r.gradNorm + 1e-6);
+    e.runOptimizer(optim::gradMultiplier(scale, clip));
+    ++e.taken;
+    if (e.gatherer) {
+      const auto tg = Clock::now();
+      char* full = static_cast<char*>(e.states->parameters().data());
+      const void* shard = full + e.states->trainableLayout().shard.begin * e.es;
+      void* fulls = full;
+      e.gatherer->start(std::span<const void* const>(&shard, 1), std::span<void* const>(&fulls, 1));
+      e.gatherer->finish();
+      commSeconds += secondsSince(tg);
+    }
+  }
+  e.scaler.update(overflow);
+  e.micro = 0;
+  r.optimizerSeconds = secondsSince(t0) - commSeconds;
+  r.commSeconds = e.commSeconds + commSeconds;
+  r.computeSeconds = e.computeSeconds;
+  e.commSeconds = e.computeSeconds = 0;
+  return r;
+}
+
+std::string Engine::memorySummary() const { return impl_->device.ledger().table(); }
+
+std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param) const {
+  const Impl& e = *impl_;
+  const ParamInfo& p = e.params.at(e.moduleParams.at(module).at(param));
+  std::vector<float> out(p.numel);
+  const char* base = e.paramBase(p);
+  for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = loadAs(e.dtype, base, i);
+  return out;
+}
+
+}  // namespace zrt

@@ -1,0 +1,103 @@
+// The Engine: what a training program embeds, as DeepSpeed's engine. Built from a DeepSpeed
+// config, a Device and a Communicator (every rank of it one data-parallel rank), it owns the
+// model states the ZeRO stage assigns to this rank (partition/model_states.h), reduces gradients
+// in buckets while backward runs (comm/gradient_bucketer.h), steps the optimizer on this rank's
+// shard and gathers the updated parameters back (comm/allgather_bucketer.h).
+//
+// One training step in the caller's code:
+//   for each of engine.accumulationSteps() micro-batches:
+//     engine.beginMicroStep();
+//     forward, module by module, reading engine.parameters(m);
+//     backward in reverse: write module m's gradients (seeded with engine.gradientSeed(), the
+//       loss scale over the accumulation steps) into engine.gradients(m), then
+//       engine.backwardDone(m), which hands them to the buckets;
+//     engine.endMicroStep();
+//   StepReport r = engine.step();
+//
+// Stages 0 (data parallel), 1 (optimizer state sharded) and 2 (gradients sharded too); fp32,
+// fp16 with dynamic loss scaling and bf16; Adam, AdamW and SGD; clipping by the global norm;
+// the config's LR schedule; parameter groups. Every rank ends a step with the same parameters,
+// equal to one rank training on the whole batch (tests/runtime/engine_equivalence_test.cpp).
+// Misuse (a module reported twice or never) is found on the rank at fault and reported on every
+// rank at endMicroStep, after the collectives that were due, so no rank waits for a peer that
+// gave up.
+// Construction is collective. Thread-safety: one thread (the training loop) drives an Engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "runtime/model_spec.h"
+
+namespace zrt {
+
+// A view of one parameter (or its gradient) in device memory.
+struct TensorRef {
+  const std::string* name = nullptr;
+  const std::vector<std::int64_t>* shape = nullptr;
+  void* data = nullptr;  // null for the gradient of a frozen parameter
+  DType dtype = DType::F32;
+  std::uint64_t numel = 0;
+};
+
+struct StepReport {
+  std::int64_t step = 0;        // optimizer steps attempted so far, this one included
+  bool taken = true;            // false: skipped (gradients overflowed on some rank)
+  double gradNorm = 0;          // global L2 norm of the unscaled gradients, before clipping
+  double lossScale = 1;         // the scale this step's gradients carried
+  double lr = 0;                // group 0's learning rate for this step
+  double computeSeconds = 0;    // the caller's forward and backward
+  double commSeconds = 0;       // communication the caller waited for (not hidden)
+  double optimizerSeconds = 0;  // the optimizer and the parameter gather
+};
+
+class Engine {
+ public:
+  Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int stage() const;
+  DType precision() const;
+  int accumulationSteps() const;
+  std::size_t numModules() const;
+  int moduleIndex(const std::string& name) const;  // -1 when there is none
+
+  // The factor the caller seeds backward with: loss scale / gradient_accumulation_steps. With
+  // it, the engine's average over ranks gives the mean gradient of the global batch.
+  double gradientSeed() const;
+  double lossScale() const;
+
+  void beginMicroStep();
+  // Module m's parameters, whole, in the training dtype, in registration order.
+  std::vector<TensorRef> parameters(std::size_t module);
+  // Where module m's gradients go (training dtype, overwritten each micro-step; the engine
+  // accumulates). Valid until backwardDone(m).
+  std::vector<TensorRef> gradients(std::size_t module);
+  void backwardDone(std::size_t module);
+  // Finishes the micro-step's reductions; throws on every rank when any rank misused the API.
+  void endMicroStep();
+  // At the accumulation boundary: clip, step the optimizer (or skip on overflow), gather.
+  StepReport step();
+
+  // The ledger by tag and place, as torch.cuda.memory_summary.
+  std::string memorySummary() const;
+
+  // Every parameter's current value in fp32 (this rank's full copy, stages 0-2), by module and
+  // registration order; for tests and checkpoints.
+  std::vector<float> parameterValues(std::size_t module, std::size_t param) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zrt

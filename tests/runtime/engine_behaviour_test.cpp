@@ -1,0 +1,213 @@
+// The engine's memory, loss scaling and misuse handling on several ranks:
+// - each rank's ledger holds exactly the ZeRO formulas' parameter, gradient and optimizer bytes
+//   (written out here) and exactly zrt-plan's prediction, frozen parameters carrying neither
+//   gradient nor optimizer state;
+// - an inf injected on one rank skips the step on every rank, the scale follows DeepSpeed's
+//   dynamic loss scaling (hysteresis first, halving to min_loss_scale, doubling after
+//   loss_scale_window clean steps), and a skipped step changes no parameter;
+// - bad input (a stage the engine cannot run, registrations that differ, a module reported twice
+//   or never) is a clear error on every rank, never a hang.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/memory_ledger.h"
+#include "core/shard.h"
+#include "runtime/engine.h"
+#include "tests/runtime/engine_test_model.h"
+#include "tests/support/mpi_test.h"
+#include "tools/plan/formulas.h"
+
+using namespace zrt;
+
+namespace {
+
+std::string config(int stage, const std::string& precision, int world, const std::string& extra = "") {
+  return detail::cat(R"({"train_batch_size": )", 2 * world,
+                     R"(, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},)",
+                     precision, extra, R"("zero_optimization": {"stage": )", stage,
+                     R"(, "reduce_bucket_size": 50}})");
+}
+
+std::string messageOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("each rank holds exactly the ZeRO formulas' model-state bytes, as zrt-plan predicts") {
+  const int world = test::worldSize(), rank = test::worldRank();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::uint64_t psi = test::kLayers * (test::kWidth * test::kWidth + test::kWidth);
+  const std::uint64_t frozen = test::kLayers * test::kWidth;
+  struct Precision {
+    const char* json;
+    std::uint64_t p, k;  // bytes per parameter and gradient; optimizer bytes per parameter (K)
+    DType dtype;
+  };
+  const Precision precisions[] = {{R"("bf16": {"enabled": true},)", 2, 12, DType::BF16},
+                                  {R"("fp16": {"enabled": true},)", 2, 12, DType::F16},
+                                  {"", 4, 8, DType::F32}};
+  for (const Precision& pr : precisions) {
+    for (int stage : {0, 1, 2}) {
+      CAPTURE(stage);
+      CAPTURE(pr.p);
+      MemoryLedger ledger;
+      auto device = makeDevice("host:64M", ledger);
+      const Config c = parseConfig(config(stage, pr.json, world), "memory test", world);
+      Engine engine(c, *device, comm, test::testModel());
+      // The formulas, by hand: Ψ' and Φ' padded for N' = 1 (stage 0) or N ranks.
+      const int parts = stage == 0 ? 1 : world;
+      const std::uint64_t psiPad = paddedLength(psi, parts, kShardAlignElements);
+      const std::uint64_t frozenPad = paddedLength(frozen, parts, kShardAlignElements);
+      const std::uint64_t params = pr.p * (psiPad + frozenPad);
+      const std::uint64_t grads = pr.p * (stage >= 2 ? psiPad / world : psiPad);
+      const std::uint64_t optim = pr.k * (stage >= 1 ? psiPad / world : psiPad);
+      CHECK(ledger.get(MemTag::Parameters, MemPlace::Device).current == params);
+      CHECK(ledger.get(MemTag::Gradients, MemPlace::Device).current == grads);
+      CHECK(ledger.get(MemTag::OptimizerState, MemPlace::Device).current == optim);
+      // zrt-plan, given the same options and counts.
+      plan::ModelStateInputs in;
+      static_cast<ModelStateOptions&>(in) = modelStateOptions(c, rank);
+      in.trainable = psi;
+      in.frozen = frozen;
+      const plan::PlanLedger predicted = plan::modelStateBytes(in);
+      for (MemTag tag : {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState})
+        CHECK(ledger.get(tag, MemPlace::Device).current == predicted.byTag(tag, MemPlace::Device));
+      // Nothing of the model states lands anywhere else.
+      for (MemPlace place : {MemPlace::PinnedHost, MemPlace::Host, MemPlace::Nvme})
+        for (MemTag tag : {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState})
+          CHECK(ledger.get(tag, place).current == 0);
+      CHECK(engine.memorySummary().find("gradients") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("an inf on one rank skips the step everywhere; the scale follows hysteresis and window") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  const Config c = parseConfig(
+      config(1, R"("fp16": {"enabled": true, "initial_scale_power": 8, "hysteresis": 2, "loss_scale_window": 3, "min_loss_scale": 64},)",
+             world),
+      "loss scale test", world);
+  Engine engine(c, *device, comm, test::testModel());
+  const std::set<int> overflowSteps = {0, 1, 2, 3, 4, 8, 9};
+  test::TrainHooks hooks;
+  hooks.beforeDone = [&](int step, int, int layer, TensorRef& w) {
+    if (overflowSteps.count(step) && layer == 1 && comm.rank() == world - 1)
+      test::storeValue(w.dtype, w.data, 3, std::numeric_limits<float>::infinity());
+  };
+  const auto before = test::trainedValues(engine);
+  std::vector<StepReport> all = test::train(engine, comm, 1, 2, hooks);
+  CHECK(test::trainedValues(engine) == before);  // the skipped step changed nothing
+  hooks.firstStep = 1;
+  for (const StepReport& r : test::train(engine, comm, 9, 2, hooks)) all.push_back(r);
+  const double expectedScale[] = {256, 256, 128, 64, 64, 64, 64, 64, 128, 128};
+  for (int s = 0; s < 10; ++s) {
+    CAPTURE(s);
+    CHECK(all[s].taken == (overflowSteps.count(s) == 0));
+    CHECK(all[s].lossScale == expectedScale[s]);
+  }
+  CHECK(test::trainedValues(engine) != before);
+  CHECK(engine.lossScale() == 64);
+}
+
+TEST_CASE("clipping: the reported norm is the global unsharded norm and the step respects it") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  comm::MpiCommunicator self(MPI_COMM_SELF);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  const std::string clip = R"("gradient_clipping": 0.01,)";
+  Engine sharded(parseConfig(config(2, "", world, clip), "clip", world), *device, comm,
+                 test::testModel());
+  const auto r = test::train(sharded, comm, 1, 2);
+  // The same global batch on one rank, stage 0.
+  Engine whole(parseConfig(detail::cat(R"({"train_batch_size": )", 2 * world,
+                                       R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},)", clip,
+                                       R"("zero_optimization": {"stage": 0}})"),
+                           "clip", 1),
+               *device, self, test::testModel());
+  const auto w = test::train(whole, self, 1, 2 * world);
+  CHECK(r[0].gradNorm == doctest::Approx(w[0].gradNorm).epsilon(1e-6));
+  CHECK(r[0].gradNorm > 0.01);  // the clip applied
+}
+
+TEST_CASE("a stage the engine cannot run is refused on every rank before anything runs") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  const std::string msg = messageOf(
+      [&] { Engine e(parseConfig(config(3, "", world), "stage3.json", world), *device, comm, test::testModel()); });
+  CHECK(msg.find("stage 3") != std::string::npos);
+  CHECK(msg.find("stage3.json") != std::string::npos);
+  // A config resolved for another world size.
+  const std::string other = messageOf([&] {
+    Engine e(parseConfig(config(1, "", world + 1), "w.json", world + 1), *device, comm, test::testModel());
+  });
+  CHECK(other.find("communicator has") != std::string::npos);
+}
+
+TEST_CASE("registrations that differ name the first differing parameter and the ranks") {
+  const int world = test::worldSize(), rank = test::worldRank();
+  if (world < 2) return;  // registered for 2 and 4 ranks only (CMakeLists.txt)
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  EngineModel model = test::testModel();
+  if (rank == 1) model.modules[1].params[0].shape = {test::kWidth, test::kWidth + 1};
+  const std::string msg = messageOf(
+      [&] { Engine e(parseConfig(config(1, "", world), "r.json", world), *device, comm, model); });
+  CAPTURE(msg);
+  CHECK(msg.find("first difference at parameter #3") != std::string::npos);
+  CHECK(msg.find("rank(s) 1: 'layer1/weight [8,9]") != std::string::npos);
+  CHECK(msg.find("layer1/weight [8,8]") != std::string::npos);
+}
+
+TEST_CASE("a module reported twice or never is an error on every rank, not a hang") {
+  const int world = test::worldSize();
+  if (world < 2) return;  // registered for 2 and 4 ranks only (CMakeLists.txt)
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  for (int stage : {0, 2}) {
+    CAPTURE(stage);
+    const Config c = parseConfig(config(stage, "", world), "misuse", world);
+    {
+      Engine engine(c, *device, comm, test::testModel());
+      test::TrainHooks never;
+      never.report = [&](int, int, int layer) { return !(layer == 1 && comm.rank() == world - 1); };
+      const std::string msg = messageOf([&] { test::train(engine, comm, 1, 2, never); });
+      CAPTURE(msg);
+      CHECK(msg.find("rank " + std::to_string(world - 1) + ": module 'layer1' never reported") !=
+            std::string::npos);
+    }
+    {
+      Engine engine(c, *device, comm, test::testModel());
+      test::TrainHooks twice;
+      twice.beforeDone = [&](int, int, int layer, TensorRef&) {
+        if (layer == 2 && comm.rank() == 0) engine.backwardDone(2);
+      };
+      const std::string msg = messageOf([&] { test::train(engine, comm, 1, 2, twice); });
+      CAPTURE(msg);
+      CHECK(msg.find("rank 0: module 'layer2' reported its gradients twice") != std::string::npos);
+    }
+  }
+}

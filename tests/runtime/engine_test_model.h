@@ -1,0 +1,178 @@
+// A small model for the engine's tests, with its forward and backward written out by hand: a
+// stack of `layers` modules, each h' = tanh(s ⊙ W h + b) (the last without tanh), s a frozen
+// per-module scale, and the loss 0.5·mean over outputs of (y - t)², averaged over the samples
+// of a micro-batch. The biases are parameter group 1 (their own lr and no weight decay).
+// Samples are made from their global index alone, and the caller's samples of a step follow
+// the trainer's rule (rank r in micro-step m takes samples m·micro·W + r·micro + b), so any
+// world size and split into micro-batches sees the same global batch.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "runtime/engine.h"
+
+namespace zrt::test {
+
+inline constexpr int kWidth = 8;
+inline constexpr int kLayers = 3;
+
+inline float loadValue(DType t, const void* base, std::size_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::F16: return halfToFloat(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::BF16: return bf16ToFloat(static_cast<const std::uint16_t*>(base)[i]);
+  }
+  return 0;
+}
+
+inline void storeValue(DType t, void* base, std::size_t i, float v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(base)[i] = v; break;
+    case DType::F16: static_cast<std::uint16_t*>(base)[i] = floatToHalf(v); break;
+    case DType::BF16: static_cast<std::uint16_t*>(base)[i] = floatToBf16(v); break;
+  }
+}
+
+inline EngineModel testModel(double biasLr = -1) {
+  EngineModel m;
+  m.groups = {ParamGroup{}, ParamGroup{biasLr, 0.0}};
+  for (int l = 0; l < kLayers; ++l) {
+    ModuleSpec mod;
+    mod.name = "layer" + std::to_string(l);
+    mod.params.push_back({"weight", {kWidth, kWidth}, init::normal(100 + l, 0.5), true, 0});
+    mod.params.push_back({"scale", {kWidth}, init::constant(1.0f), false, 0});
+    mod.params.push_back({"bias", {kWidth}, init::normal(200 + l, 0.1), true, 1});
+    m.modules.push_back(std::move(mod));
+  }
+  return m;
+}
+
+struct Sample {
+  std::vector<double> x, t;
+};
+
+inline Sample sampleAt(std::int64_t index) {
+  std::mt19937_64 gen(static_cast<std::uint64_t>(index) * 7919 + 17);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Sample s;
+  for (int i = 0; i < kWidth; ++i) s.x.push_back(u(gen));
+  for (int i = 0; i < kWidth; ++i) s.t.push_back(0.5 * u(gen));
+  return s;
+}
+
+// One micro-batch through the model in double: returns the mean loss and adds
+// d(mean loss)/dθ · `seed` into grads[layer][0 = weight, 1 = bias].
+struct LayerParams {
+  std::vector<double> w, s, b;
+};
+
+inline double forwardBackward(const std::vector<LayerParams>& p, const std::vector<Sample>& batch,
+                              double seed, std::vector<std::vector<std::vector<double>>>& grads) {
+  grads.assign(kLayers, {std::vector<double>(kWidth * kWidth, 0.0), std::vector<double>(kWidth, 0.0)});
+  double loss = 0;
+  const double n = static_cast<double>(batch.size());
+  for (const Sample& smp : batch) {
+    std::vector<std::vector<double>> h{smp.x}, pre;
+    for (int l = 0; l < kLayers; ++l) {
+      std::vector<double> z(kWidth), out(kWidth);
+      for (int o = 0; o < kWidth; ++o) {
+        double acc = 0;
+        for (int i = 0; i < kWidth; ++i) acc += p[l].w[o * kWidth + i] * h.back()[i];
+        z[o] = p[l].s[o] * acc + p[l].b[o];
+        out[o] = l + 1 < kLayers ? std::tanh(z[o]) : z[o];
+      }
+      pre.push_back(z);
+      h.push_back(out);
+    }
+    std::vector<double> dy(kWidth);
+    for (int o = 0; o < kWidth; ++o) {
+      const double d = h.back()[o] - smp.t[o];
+      loss += 0.5 * d * d / kWidth / n;
+      dy[o] = d / kWidth / n;
+    }
+    for (int l = kLayers - 1; l >= 0; --l) {
+      std::vector<double> dz(kWidth), dh(kWidth, 0.0);
+      for (int o = 0; o < kWidth; ++o) {
+        const double act = l + 1 < kLayers ? 1 - h[l + 1][o] * h[l + 1][o] : 1.0;
+        dz[o] = dy[o] * act;
+      }
+      for (int o = 0; o < kWidth; ++o) {
+        grads[l][1][o] += seed * dz[o];
+        for (int i = 0; i < kWidth; ++i) {
+          grads[l][0][o * kWidth + i] += seed * dz[o] * p[l].s[o] * h[l][i];
+          dh[i] += dz[o] * p[l].s[o] * p[l].w[o * kWidth + i];
+        }
+      }
+      dy = dh;
+    }
+  }
+  return loss;
+}
+
+// Hooks for tests that interfere with a micro-step (inject an inf, skip a module).
+struct TrainHooks {
+  // Called with (step, micro-step, layer, weight gradient as written) before backwardDone.
+  std::function<void(int, int, int, TensorRef&)> beforeDone;
+  // Whether to report layer `l` in (step, micro-step); default all.
+  std::function<bool(int, int, int)> report;
+  int firstStep = 0;  // the number of the first step trained (samples and hooks follow it)
+};
+
+// Trains `steps` steps on `engine`'s model; returns the step reports.
+inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, int steps,
+                                     std::int64_t micro, const TrainHooks& hooks = {},
+                                     std::vector<double>* losses = nullptr) {
+  const int world = comm.size(), rank = comm.rank(), accum = engine.accumulationSteps();
+  const std::int64_t global = micro * accum * world;
+  std::vector<StepReport> reports;
+  for (int s = hooks.firstStep; s < hooks.firstStep + steps; ++s) {
+    double stepLoss = 0;
+    for (int m = 0; m < accum; ++m) {
+      engine.beginMicroStep();
+      std::vector<LayerParams> p(kLayers);
+      for (int l = 0; l < kLayers; ++l) {
+        auto refs = engine.parameters(static_cast<std::size_t>(l));
+        for (std::size_t i = 0; i < refs[0].numel; ++i) p[l].w.push_back(loadValue(refs[0].dtype, refs[0].data, i));
+        for (std::size_t i = 0; i < refs[1].numel; ++i) p[l].s.push_back(loadValue(refs[1].dtype, refs[1].data, i));
+        for (std::size_t i = 0; i < refs[2].numel; ++i) p[l].b.push_back(loadValue(refs[2].dtype, refs[2].data, i));
+      }
+      std::vector<Sample> batch;
+      for (std::int64_t b = 0; b < micro; ++b)
+        batch.push_back(sampleAt(s * global + m * micro * world + rank * micro + b));
+      std::vector<std::vector<std::vector<double>>> g;
+      stepLoss += forwardBackward(p, batch, engine.gradientSeed(), g);
+      for (int l = kLayers - 1; l >= 0; --l) {
+        if (hooks.report && !hooks.report(s, m, l)) continue;
+        auto refs = engine.gradients(static_cast<std::size_t>(l));
+        for (std::size_t i = 0; i < refs[0].numel; ++i) storeValue(refs[0].dtype, refs[0].data, i, static_cast<float>(g[l][0][i]));
+        for (std::size_t i = 0; i < refs[2].numel; ++i) storeValue(refs[2].dtype, refs[2].data, i, static_cast<float>(g[l][1][i]));
+        if (hooks.beforeDone) hooks.beforeDone(s, m, l, refs[0]);
+        engine.backwardDone(static_cast<std::size_t>(l));
+      }
+      engine.endMicroStep();
+    }
+    if (losses) losses->push_back(stepLoss / accum);
+    reports.push_back(engine.step());
+  }
+  return reports;
+}
+
+// Every trainable parameter's values, layer by layer (weight then bias).
+inline std::vector<std::vector<float>> trainedValues(const Engine& engine) {
+  std::vector<std::vector<float>> out;
+  for (int l = 0; l < kLayers; ++l) {
+    out.push_back(engine.parameterValues(static_cast<std::size_t>(l), 0));
+    out.push_back(engine.parameterValues(static_cast<std::size_t>(l), 2));
+  }
+  return out;
+}
+
+}  // namespace zrt::test
