@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -108,34 +109,47 @@ void readOptimizer(ConfigSection& root, OptimizerConfig& o) {
   sec.finish();
 }
 
+// total_num_steps for the schedulers that decay: required, "auto" (stored as 0) leaves it to the
+// trainer, and it may not end before the warmup does (DeepSpeed only warns).
+void readTotalSteps(ConfigSection& params, SchedulerConfig& s, std::string_view typeName) {
+  if (!params.has("total_num_steps"))
+    params.fail("total_num_steps",
+                detail::cat("missing; ", typeName, " needs the number of steps to decay over"));
+  s.total_num_steps = params.readOptionalInt("total_num_steps", atLeast(1), kAuto).value_or(0);
+  if (params.isAuto("total_num_steps"))
+    params.note(params.pathOf("total_num_steps") + ": \"auto\" -> left to the trainer");
+  else if (s.total_num_steps < s.warmup_num_steps)
+    params.fail("total_num_steps", detail::cat("total_num_steps ", s.total_num_steps,
+                                               " is below warmup_num_steps ", s.warmup_num_steps));
+}
+
 void readScheduler(ConfigSection& root, SchedulerConfig& s) {
   ConfigSection sec = root.section("scheduler");
   if (!sec.present()) return;
-  if (!sec.has("type")) sec.fail("type", "missing; give WarmupLR or WarmupDecayLR");
-  s.type = sec.readEnum(
-      "type", SchedulerType::WarmupLR,
-      {{"WarmupLR", SchedulerType::WarmupLR}, {"WarmupDecayLR", SchedulerType::WarmupDecayLR}});
+  if (!sec.has("type")) sec.fail("type", "missing; give WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  s.type = sec.readEnum("type", SchedulerType::WarmupLR,
+                        {{"WarmupLR", SchedulerType::WarmupLR},
+                         {"WarmupDecayLR", SchedulerType::WarmupDecayLR},
+                         {"WarmupCosineLR", SchedulerType::WarmupCosineLR}});
   ConfigSection params = sec.section("params");
-  s.warmup_min_lr = params.readDouble("warmup_min_lr", s.warmup_min_lr, nonNegative(), kAuto);
-  s.warmup_max_lr = params.readDouble("warmup_max_lr", s.warmup_max_lr, nonNegative(), kAuto);
-  if (s.warmup_min_lr > s.warmup_max_lr)
-    params.fail("warmup_min_lr", detail::cat("warmup_min_lr ", s.warmup_min_lr,
-                                             " is above warmup_max_lr ", s.warmup_max_lr));
-  s.warmup_num_steps = params.readInt("warmup_num_steps", s.warmup_num_steps, atLeast(0), kAuto);
+  if (s.type == SchedulerType::WarmupCosineLR) {
+    // Ratios of the optimizer's lr; DeepSpeed's code has no "auto" for them and no lr keys.
+    // warmup_num_steps must be positive (DeepSpeed raises ValueError for 0).
+    s.warmup_min_ratio = params.readDouble("warmup_min_ratio", s.warmup_min_ratio, unitInterval());
+    s.cos_min_ratio = params.readDouble("cos_min_ratio", s.cos_min_ratio, unitInterval());
+    s.warmup_num_steps = params.readInt("warmup_num_steps", s.warmup_num_steps, atLeast(1), kAuto);
+  } else {
+    s.warmup_min_lr = params.readDouble("warmup_min_lr", s.warmup_min_lr, nonNegative(), kAuto);
+    s.warmup_max_lr = params.readDouble("warmup_max_lr", s.warmup_max_lr, nonNegative(), kAuto);
+    if (s.warmup_min_lr > s.warmup_max_lr)
+      params.fail("warmup_min_lr", detail::cat("warmup_min_lr ", s.warmup_min_lr,
+                                               " is above warmup_max_lr ", s.warmup_max_lr));
+    s.warmup_num_steps = params.readInt("warmup_num_steps", s.warmup_num_steps, atLeast(0), kAuto);
+  }
   s.warmup_type = params.readChoice("warmup_type", 0, {"log", "linear"}) == 0 ? "log" : "linear";
   params.ignore({"last_batch_iteration"});
-  if (s.type == SchedulerType::WarmupDecayLR) {
-    if (!params.has("total_num_steps"))
-      params.fail("total_num_steps",
-                  "missing; WarmupDecayLR needs the number of steps to decay over");
-    s.total_num_steps = params.readOptionalInt("total_num_steps", atLeast(1), kAuto).value_or(0);
-    if (params.isAuto("total_num_steps"))
-      params.note(params.pathOf("total_num_steps") + ": \"auto\" -> left to the trainer");
-    else if (s.total_num_steps < s.warmup_num_steps)
-      params.fail("total_num_steps",
-                  detail::cat("total_num_steps ", s.total_num_steps, " is below warmup_num_steps ",
-                              s.warmup_num_steps));
-  }
+  if (s.type == SchedulerType::WarmupDecayLR) readTotalSteps(params, s, "WarmupDecayLR");
+  if (s.type == SchedulerType::WarmupCosineLR) readTotalSteps(params, s, "WarmupCosineLR");
   params.finish();
   sec.finish();
 }

@@ -20,7 +20,7 @@ namespace zrt {
 
 enum class OffloadDevice { None, Cpu, Nvme };
 enum class OptimizerType { Adam, AdamW, SGD };
-enum class SchedulerType { None, WarmupLR, WarmupDecayLR };
+enum class SchedulerType { None, WarmupLR, WarmupDecayLR, WarmupCosineLR };
 
 struct OptimizerConfig {
   bool present = false;  // false: no "optimizer" section (the caller supplies one).
@@ -36,14 +36,20 @@ struct OptimizerConfig {
   bool nesterov = false;    // SGD
 };
 
+// DeepSpeed's three warmup schedulers (runtime/lr_schedule.h turns this into learning rates).
+// WarmupLR and WarmupDecayLR work in absolute learning rates (warmup_min_lr, warmup_max_lr);
+// WarmupCosineLR in ratios of the optimizer's lr (warmup_min_ratio, cos_min_ratio) and has no
+// lr keys of its own.
 struct SchedulerConfig {
   SchedulerType type = SchedulerType::None;
-  double warmup_min_lr = 0.0;
-  double warmup_max_lr = 1e-3;
+  double warmup_min_lr = 0.0;   // WarmupLR, WarmupDecayLR
+  double warmup_max_lr = 1e-3;  // WarmupLR, WarmupDecayLR
   std::int64_t warmup_num_steps = 1000;
   std::string warmup_type = "log";   // "log" or "linear"
-  std::int64_t total_num_steps = 0;  // WarmupDecayLR only (required there); 0: "auto", the
-                                     // trainer supplies it
+  std::int64_t total_num_steps = 0;  // WarmupDecayLR, WarmupCosineLR (required there); 0:
+                                     // "auto", the trainer supplies it
+  double warmup_min_ratio = 0.0;     // WarmupCosineLR: the warmup's first ratio of the lr
+  double cos_min_ratio = 1e-4;       // WarmupCosineLR: the ratio the cosine ends at
 };
 
 struct Fp16Config {

@@ -41,6 +41,8 @@ std::string_view nameOf(SchedulerType type) {
       return "WarmupLR";
     case SchedulerType::WarmupDecayLR:
       return "WarmupDecayLR";
+    case SchedulerType::WarmupCosineLR:
+      return "WarmupCosineLR";
   }
   return "?";
 }
@@ -91,11 +93,16 @@ nlohmann::json toJson(const Config& c) {
   }
   if (c.scheduler.type != SchedulerType::None) {
     const auto& s = c.scheduler;
-    nlohmann::json params = {{"warmup_min_lr", s.warmup_min_lr},
-                             {"warmup_max_lr", s.warmup_max_lr},
-                             {"warmup_num_steps", s.warmup_num_steps},
+    nlohmann::json params = {{"warmup_num_steps", s.warmup_num_steps},
                              {"warmup_type", s.warmup_type}};
-    if (s.type == SchedulerType::WarmupDecayLR)
+    if (s.type == SchedulerType::WarmupCosineLR) {
+      params["warmup_min_ratio"] = s.warmup_min_ratio;
+      params["cos_min_ratio"] = s.cos_min_ratio;
+    } else {
+      params["warmup_min_lr"] = s.warmup_min_lr;
+      params["warmup_max_lr"] = s.warmup_max_lr;
+    }
+    if (s.type != SchedulerType::WarmupLR)
       params["total_num_steps"] =
           s.total_num_steps > 0 ? nlohmann::json(s.total_num_steps) : nlohmann::json("auto");
     j["scheduler"] = {{"type", nameOf(s.type)}, {"params", params}};
@@ -187,10 +194,16 @@ std::string describe(const Config& c) {
   if (s.type == SchedulerType::None) {
     out << "none\n";
   } else {
-    out << nameOf(s.type) << " lr " << s.warmup_min_lr << " -> " << s.warmup_max_lr << " over "
-        << s.warmup_num_steps << " steps (" << s.warmup_type << ")";
-    if (s.type == SchedulerType::WarmupDecayLR) {
-      out << ", decaying to 0 by step ";
+    if (s.type == SchedulerType::WarmupCosineLR)
+      out << nameOf(s.type) << " lr x " << s.warmup_min_ratio << " -> x 1";
+    else
+      out << nameOf(s.type) << " lr " << s.warmup_min_lr << " -> " << s.warmup_max_lr;
+    out << " over " << s.warmup_num_steps << " steps (" << s.warmup_type << ")";
+    if (s.type != SchedulerType::WarmupLR) {
+      if (s.type == SchedulerType::WarmupCosineLR)
+        out << ", cosine to lr x " << s.cos_min_ratio << " by step ";
+      else
+        out << ", decaying to " << s.warmup_min_lr << " by step ";
       if (s.total_num_steps > 0)
         out << s.total_num_steps;
       else

@@ -210,6 +210,28 @@ TEST_CASE("optimizer and scheduler mistakes") {
   CHECK_HAS(e, "scheduler.type: unknown value \"OneCycle\"");
   e = configErrorOf(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "cosine"}}})");
   CHECK_HAS(e, "scheduler.params.warmup_type: unknown value \"cosine\"");
+  e = configErrorOf(R"({"scheduler": {"type": "WarmupCosineLR", "params": {}}})");
+  CHECK_HAS(e, "scheduler.params.total_num_steps: missing; WarmupCosineLR needs the number");
+  e = configErrorOf(
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "cos_min_ratio": 1.5}}})");
+  CHECK_HAS(e,
+            "scheduler.params.cos_min_ratio: value 1.5 is out of range: must be between 0 and 1");
+  e = configErrorOf(
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "warmup_min_ratio": -0.1}}})");
+  CHECK_HAS(e, "scheduler.params.warmup_min_ratio");
+  e = configErrorOf(
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "warmup_num_steps": 0}}})");
+  CHECK_HAS(e, "scheduler.params.warmup_num_steps");
+  e = configErrorOf(
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 10, "warmup_num_steps": 100}}})");
+  CHECK_HAS(e,
+            "scheduler.params.total_num_steps: total_num_steps 10 is below warmup_num_steps 100");
+  // WarmupCosineLR works in ratios of the optimizer's lr: the lr keys are not its parameters.
+  e = configErrorOf(
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 2000, "warmup_max_lr": 0.1}}})");
+  CHECK_HAS(e, "scheduler.params.warmup_max_lr: unknown key");
+  e = configErrorOf(R"({"scheduler": {"type": "WarmupLR", "params": {"cos_min_ratio": 0.1}}})");
+  CHECK_HAS(e, "scheduler.params.cos_min_ratio: unknown key");
 }
 
 TEST_CASE("the zrt section is validated the same way") {

@@ -193,6 +193,35 @@ TEST_CASE("schedulers: WarmupLR defaults and WarmupDecayLR's total steps") {
   CHECK(a.scheduler.total_num_steps == 0);
 }
 
+TEST_CASE("schedulers: WarmupCosineLR's ratios, defaults and total steps") {
+  Config d =
+      parse(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 1000}}})");
+  CHECK(d.scheduler.type == SchedulerType::WarmupCosineLR);
+  CHECK(nameOf(d.scheduler.type) == "WarmupCosineLR");
+  CHECK(d.scheduler.total_num_steps == 1000);
+  CHECK(d.scheduler.warmup_min_ratio == 0.0);  // DeepSpeed's defaults
+  CHECK(d.scheduler.cos_min_ratio == 1e-4);
+  CHECK(d.scheduler.warmup_num_steps == 1000);
+  CHECK(d.scheduler.warmup_type == "log");
+  Config c = parse(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "5e3",
+                     "warmup_min_ratio": 0.05, "warmup_num_steps": "auto", "cos_min_ratio": 0.1,
+                     "warmup_type": "linear", "last_batch_iteration": -1}}})");
+  CHECK(c.scheduler.total_num_steps == 5000);
+  CHECK(c.scheduler.warmup_min_ratio == 0.05);
+  CHECK(c.scheduler.cos_min_ratio == 0.1);
+  CHECK(c.scheduler.warmup_num_steps == 1000);
+  CHECK(c.scheduler.warmup_type == "linear");
+  Config a = parse(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto",
+                     "warmup_num_steps": 10}}})");
+  CHECK(a.scheduler.total_num_steps == 0);
+  std::string notes;
+  for (const auto& n : a.resolution_notes) notes += n + "\n";
+  CHECK(contains(notes, "scheduler.params.total_num_steps: \"auto\" -> left to the trainer"));
+  std::string text = describe(c);
+  CHECK(contains(text, "WarmupCosineLR lr x 0.05 -> x 1 over 1000 steps (linear)"));
+  CHECK(contains(text, "cosine to lr x 0.1 by step 5000"));
+}
+
 TEST_CASE("numbers may be written as strings, and integers as exact floats") {
   Config c = parse(R"({"zero_optimization": {"stage": "3", "reduce_bucket_size": "2e8",
                       "allgather_bucket_size": 3e8, "stage3_prefetch_bucket_size": "12345678"},
@@ -324,6 +353,9 @@ TEST_CASE("toJson prints every default and loads back to the same config") {
       R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
           "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": "auto"}},
           "train_batch_size": 64, "gradient_accumulation_steps": 4})",
+      R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 5000,
+          "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01, "warmup_type": "linear"}}})",
+      R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 0.02}}})",
   };
   for (const char* text : texts) {
     CAPTURE(text);
