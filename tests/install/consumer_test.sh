@@ -12,3 +12,10 @@ test -f "$scratch/prefix/lib/cmake/zrt/zrtConfig.cmake" || { echo "no zrtConfig.
 out=$("$scratch/build/zrt_consumer")
 echo "$out"
 grep -q "consumer ok" <<<"$out"
+
+# The engine example trains on 2 ranks and must at least halve its loss.
+flags=(--oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+out=$(mpirun -np 2 "${flags[@]}" "$scratch/build/zrt_train_example")
+echo "$out"
+grep -q "example ok" <<<"$out"
