@@ -43,12 +43,16 @@ std::vector<std::string> allGatherBytes(comm::Communicator& comm, const std::str
   std::uint64_t len = mine.size();
   std::vector<std::uint64_t> lens(world);
   comm.allGather(&len, lens.data(), 2, DType::F32);
-  const std::uint64_t words = std::max<std::uint64_t>(1, (*std::max_element(lens.begin(), lens.end()) + 3) / 4);
+  // Sized by this rank's length too: a communicator that moves nothing (comm/null) leaves
+  // every gathered length 0.
+  const std::uint64_t longest = std::max<std::uint64_t>(len, *std::max_element(lens.begin(), lens.end()));
+  const std::uint64_t words = std::max<std::uint64_t>(1, (longest + 3) / 4);
   std::vector<char> send(words * 4, 0), recv(words * 4 * world);
   std::memcpy(send.data(), mine.data(), mine.size());
   comm.allGather(send.data(), recv.data(), words, DType::F32);
   std::vector<std::string> out(world);
-  for (std::size_t r = 0; r < world; ++r) out[r].assign(recv.data() + r * words * 4, lens[r]);
+  for (std::size_t r = 0; r < world; ++r)
+    out[r].assign(recv.data() + r * words * 4, std::min<std::uint64_t>(lens[r], words * 4));
   return out;
 }
 
@@ -116,14 +120,27 @@ struct NormPart {
   double nonFinite = 0;
 };
 
-NormPart normPart(DType t, const void* base, std::size_t count) {
+template <class Load>
+NormPart normPartOf(std::size_t count, Load load) {
   NormPart p;
+  bool finite = true;
   for (std::size_t i = 0; i < count; ++i) {
-    const double v = loadAs(t, base, i);
-    if (!std::isfinite(v)) p.nonFinite = 1;
+    const double v = load(i);
+    finite = finite && std::isfinite(v);
     p.sumSq += v * v;
   }
+  p.nonFinite = finite ? 0 : 1;
   return p;
+}
+
+NormPart normPart(DType t, const void* base, std::size_t count) {
+  const auto* h = static_cast<const std::uint16_t*>(base);
+  switch (t) {
+    case DType::F32: return normPartOf(count, [&](std::size_t i) { return static_cast<const float*>(base)[i]; });
+    case DType::F16: return normPartOf(count, [&](std::size_t i) { return halfToFloat(h[i]); });
+    case DType::BF16: return normPartOf(count, [&](std::size_t i) { return bf16ToFloat(h[i]); });
+  }
+  return {};
 }
 
 }  // namespace

@@ -1,0 +1,176 @@
+// zrt-engine-bench: one training step of the Engine per ZeRO stage, side by side, under
+// mpirun. For each stage it runs the same steps twice in one process: through the real
+// communicator and through one that moves nothing (comm/null), so
+//   comm not hidden = step time (real) - step time (no communication)
+// is the communication the step paid for. It prints per-rank peak bytes by tag from the ledger
+// (the largest over ranks), step time and its split.
+// The model: --params parameters in --modules equal modules (one weight tensor and a bias
+// each). The caller's compute is synthetic and says so: backward writes each gradient as a copy
+// of its parameter (one read and one write per element, the least any backward does), so the
+// figures are the engine's own work (bucket copies, reductions, the optimizer, the gather)
+// against that floor, not a model's FLOPs.
+//   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_env.h"
+#include "comm/null/null_communicator.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "runtime/engine.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using zrt::MemPlace;
+using zrt::MemTag;
+
+struct Options {
+  std::string params = "1e8";
+  int modules = 12;
+  std::vector<int> stages{0, 1, 2};
+  int steps = 3;
+  std::string precision = "bf16";
+  std::string device = "host:16G";
+  std::string bucket = "5e7";
+};
+
+struct Timing {
+  double step = 0, compute = 0, comm = 0, optimizer = 0;
+};
+
+zrt::EngineModel benchModel(std::uint64_t total, int modules) {
+  zrt::EngineModel m;
+  const std::uint64_t width = 1024;
+  const std::uint64_t perModule = std::max<std::uint64_t>(total / static_cast<std::uint64_t>(modules), width);
+  for (int i = 0; i < modules; ++i) {
+    zrt::ModuleSpec mod{"block" + std::to_string(i), {}};
+    mod.params.push_back({"weight", {static_cast<std::int64_t>(perModule / width - 1), static_cast<std::int64_t>(width)},
+                          zrt::init::normal(static_cast<std::uint64_t>(i) + 1, 0.02)});
+    mod.params.push_back({"bias", {static_cast<std::int64_t>(width)}, zrt::init::constant(0)});
+    m.modules.push_back(std::move(mod));
+  }
+  return m;
+}
+
+Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
+  Timing best{1e30, 0, 0, 0};
+  for (int s = 0; s < steps + 1; ++s) {  // the first step warms up and is not counted
+    ZRT_CHECK_MPI(MPI_Barrier(sync));
+    const auto t0 = Clock::now();
+    for (int m = 0; m < engine.accumulationSteps(); ++m) {
+      engine.beginMicroStep();
+      for (std::size_t mod = engine.numModules(); mod-- > 0;) {
+        const auto p = engine.parameters(mod);
+        const auto g = engine.gradients(mod);
+        for (std::size_t t = 0; t < p.size(); ++t)  // the synthetic backward: g = θ
+          std::memcpy(g[t].data, p[t].data, p[t].numel * zrt::dtypeSize(p[t].dtype));
+        engine.backwardDone(mod);
+      }
+      engine.endMicroStep();
+    }
+    const zrt::StepReport r = engine.step();
+    double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, sync));
+    if (s > 0 && wall < best.step) best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds};
+  }
+  return best;
+}
+
+std::uint64_t peakOverRanks(const zrt::MemoryLedger& ledger, MemTag tag, MPI_Comm sync) {
+  std::uint64_t mine = 0;
+  for (MemPlace place : {MemPlace::Device, MemPlace::PinnedHost, MemPlace::Host})
+    mine += ledger.get(tag, place).peak;
+  std::uint64_t most = 0;
+  ZRT_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_UINT64_T, MPI_MAX, sync));
+  return most;
+}
+
+std::string configFor(const Options& o, int stage, int world) {
+  std::string precision;
+  if (o.precision == "bf16") precision = R"("bf16": {"enabled": true},)";
+  if (o.precision == "fp16") precision = R"("fp16": {"enabled": true},)";
+  return zrt::detail::cat(R"({"train_batch_size": )", world,
+                          R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},)", precision,
+                          R"("zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": ")",
+                          o.bucket, R"(", "allgather_bucket_size": ")", o.bucket,
+                          R"(", "overlap_comm": true}})");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  zrt::comm::MpiEnvironment mpi(&argc, &argv);
+  Options o;
+  CLI::App app{"zrt-engine-bench: one Engine step per ZeRO stage, with and without communication"};
+  app.add_option("--params", o.params, "parameters in all (1e8, or with binary suffixes: 64M)");
+  app.add_option("--modules", o.modules, "modules the parameters are split into")->check(CLI::Range(1, 100000));
+  app.add_option("--stages", o.stages, "ZeRO stages to run")->delimiter(',')->check(CLI::Range(0, 2));
+  app.add_option("--steps", o.steps, "timed steps per stage (the best is shown)")->check(CLI::Range(1, 1000));
+  app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  app.add_option("--device", o.device, "device spec (host:<capacity>)");
+  app.add_option("--bucket", o.bucket, "reduce and all-gather bucket size, elements");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    zrt::comm::MpiCommunicator comm(MPI_COMM_WORLD);
+    const int world = comm.size(), rank = comm.rank();
+    zrt::comm::NullCommunicator none(rank, world);
+    const std::uint64_t total = zrt::parseBytes(o.params, "--params");
+    if (rank == 0) {
+      std::printf("zrt-engine-bench: %s parameters in %d modules, %s, %d ranks, device %s, buckets %s\n",
+                  o.params.c_str(), o.modules, o.precision.c_str(), world, o.device.c_str(), o.bucket.c_str());
+      std::printf("synthetic backward (g = theta: one read, one write per element); best of %d steps\n",
+                  o.steps);
+      std::printf("%-5s %9s %9s %9s | %9s %9s %9s | %10s %10s %10s %10s %10s\n", "stage", "step s",
+                  "no-comm s", "not hid s", "compute s", "comm s", "optim s", "params", "grads",
+                  "optimizer", "buckets", "other");
+    }
+    for (int stage : o.stages) {
+      const zrt::Config config = zrt::parseConfig(configFor(o, stage, world), "engine-bench", world);
+      Timing real, silent;
+      std::uint64_t peaks[5];
+      {
+        zrt::MemoryLedger ledger;
+        auto device = zrt::makeDevice(o.device, ledger);
+        zrt::Engine engine(config, *device, comm, benchModel(total, o.modules));
+        real = runSteps(engine, o.steps, MPI_COMM_WORLD);
+        const MemTag tags[] = {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState,
+                               MemTag::CommBuckets, MemTag::Other};
+        for (int t = 0; t < 5; ++t) peaks[t] = peakOverRanks(ledger, tags[t], MPI_COMM_WORLD);
+      }
+      {
+        zrt::MemoryLedger ledger;
+        auto device = zrt::makeDevice(o.device, ledger);
+        zrt::Engine engine(config, *device, none, benchModel(total, o.modules));
+        silent = runSteps(engine, o.steps, MPI_COMM_WORLD);
+      }
+      if (rank == 0) {
+        std::printf("%-5d %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f | %10s %10s %10s %10s %10s\n", stage,
+                    real.step, silent.step, std::max(0.0, real.step - silent.step), real.compute,
+                    real.comm, real.optimizer, zrt::formatBytes(peaks[0]).c_str(),
+                    zrt::formatBytes(peaks[1]).c_str(), zrt::formatBytes(peaks[2]).c_str(),
+                    zrt::formatBytes(peaks[3]).c_str(), zrt::formatBytes(peaks[4]).c_str());
+        std::fflush(stdout);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-engine-bench: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
