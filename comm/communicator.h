@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -41,6 +42,10 @@ class Communicator {
   // Memory this backend moves fastest (CommBuffer). Collective for the MPI backend: every rank
   // allocates (its own size) in the same order. The default is ordinary host memory.
   virtual CommBuffer allocateBuffer(std::size_t bytes) { return CommBuffer::host(bytes); }
+  // A communicator over the same ranks whose operations do not queue behind this one's (its own
+  // progress thread and MPI communicator): a second lane, so parameter gathers need not wait for
+  // gradient reductions. Collective. nullptr when the backend has no separate lanes.
+  virtual std::unique_ptr<Communicator> duplicate() { return nullptr; }
 
   // Runs `op` and waits for it (the blocking conveniences use it). A backend may run it on the
   // calling thread when nothing else is pending; the default posts and waits.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
@@ -97,6 +98,18 @@ void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
   }
 }
 
+// Every rank learns what failed on any rank (`mine` empty: nothing here) and all throw the
+// same error, or none does: a rank that fails alone would leave its peers waiting in the next
+// collective.
+template <class ErrorType>
+void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, const std::string& what) {
+  const std::vector<std::string> all = allGatherBytes(comm, mine);
+  std::string report;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
+  if (!report.empty()) ZRT_THROW(ErrorType, what, report);
+}
+
 float loadAs(DType t, const void* base, std::size_t i) {
   switch (t) {
     case DType::F32: return static_cast<const float*>(base)[i];
@@ -165,6 +178,7 @@ struct Engine::Impl {
   std::map<std::string, std::size_t> moduleByName;
   std::unique_ptr<ModelStates> states;
   std::unique_ptr<comm::GradientBucketer> bucketer;
+  std::unique_ptr<comm::Communicator> gatherLane;  // outlives the gatherer that posts to it
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
   DeviceMemory workspace;  // one module's gradients as the caller writes them
   LossScaler scaler;
@@ -327,10 +341,18 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
   Impl& e = *impl_;
   e.validate();
   checkSameRegistration(comm, e.model);
-  e.layOut();
-  e.initialise();
-  e.scaler = LossScaler::fromConfig(config.fp16);
-  e.schedule = LrSchedule::fromConfig(config.scheduler, config.optimizer.lr);
+  // Allocation can fail on one rank alone (a smaller device, a bad initialiser): every rank
+  // hears of it here, before the bucketers' collective set-up, instead of waiting there.
+  std::string failure;
+  try {
+    e.layOut();
+    e.initialise();
+    e.scaler = LossScaler::fromConfig(config.fp16);
+    e.schedule = LrSchedule::fromConfig(config.scheduler, config.optimizer.lr);
+  } catch (const std::exception& ex) {
+    failure = ex.what();
+  }
+  throwIfAnyRankFailed<PeerError>(comm, failure, "engine: set-up failed:");
 
   std::vector<std::size_t> numels;
   for (const ParamInfo& p : e.params)
@@ -345,8 +367,10 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
     e.bucketer = std::make_unique<comm::GradientBucketer>(comm, numels, o);
     if (e.stage >= 1 && e.world > 1) {
       const std::size_t whole = e.states->trainableLayout().numel;
+      // Its own lane where the backend has one, so a gather never queues behind a reduction.
+      e.gatherLane = comm.duplicate();
       e.gatherer = std::make_unique<comm::AllGatherBucketer>(
-          comm, std::span<const std::size_t>(&whole, 1),
+          e.gatherLane ? *e.gatherLane : comm, std::span<const std::size_t>(&whole, 1),
           comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype));
       ZRT_ENFORCE_EQ(e.gatherer->plan().shardCount[0], e.states->trainableLayout().shard.count);
     }
@@ -454,12 +478,8 @@ void Engine::backwardDone(std::size_t module) {
 // Every rank learns whether any rank misused the API this micro-step, after the collectives
 // every rank posted, and all throw the same error.
 void Engine::Impl::agreeNoMisuse() {
-  const std::vector<std::string> all = allGatherBytes(comm, misuse);
-  std::string report;
-  for (std::size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
-  misuse.clear();
-  if (!report.empty()) ZRT_THROW(InvalidArgument, "engine: gradients reported wrongly:", report);
+  const std::string mine = std::exchange(misuse, {});
+  throwIfAnyRankFailed<InvalidArgument>(comm, mine, "engine: gradients reported wrongly:");
 }
 
 void Engine::endMicroStep() {

@@ -53,6 +53,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
               INT_MAX, "), got ", options_.maxMpiCount);
   opComm_ = MpiCommHandle::dup(comm);
   checkComm_ = MpiCommHandle::dup(comm);
+  laneComm_ = MpiCommHandle::dup(comm);
   ZRT_CHECK_MPI(MPI_Comm_rank(opComm_.get(), &rank_));
   ZRT_CHECK_MPI(MPI_Comm_size(opComm_.get(), &size_));
 
@@ -191,6 +192,12 @@ void MpiCommunicator::runMpi(const Collective& op) {
 
 MpiTarget MpiCommunicator::mpiTarget(MPI_Comm comm, DType dtype) const {
   return MpiTarget{comm, MpiReduceOps::datatype(dtype), dtypeSize(dtype), options_.maxMpiCount};
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+  // laneComm_ carries no operation, so duplicating it on the caller's thread cannot interleave
+  // with a collective the progress thread runs on opComm_.
+  return std::make_unique<MpiCommunicator>(laneComm_.get(), options_);
 }
 
 }  // namespace zrt::comm

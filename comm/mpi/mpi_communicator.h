@@ -47,6 +47,8 @@ class MpiCommunicator final : public Communicator {
   // With shared memory: a buffer in an MPI shared window (collective over the node), which the
   // shm path reads in place when every rank's buffers of an operation are such buffers.
   CommBuffer allocateBuffer(std::size_t bytes) override;
+  // A new MpiCommunicator with the same options over a duplicate of the same ranks.
+  std::unique_ptr<Communicator> duplicate() override;
 
   // The path `op` takes: Mpi or Shm (never Auto); the same on every rank.
   CommPath pathFor(const Collective& op) const;
@@ -68,6 +70,7 @@ class MpiCommunicator final : public Communicator {
   int nodes_ = 1;
   MpiCommHandle opComm_;     // MPI-path collectives
   MpiCommHandle checkComm_;  // consistency checks
+  MpiCommHandle laneComm_;   // what duplicate() duplicates, touched by no operation
   MpiReduceOps ops_;
   std::unique_ptr<ShmTeam> team_;
   std::vector<char> scratch_;

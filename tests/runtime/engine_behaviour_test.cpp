@@ -211,3 +211,22 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
     }
   }
 }
+
+TEST_CASE("a rank whose device is too small fails set-up on every rank, with the ledger") {
+  const int world = test::worldSize(), rank = test::worldRank();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice(rank == world - 1 ? "host:1K" : "host:64M", ledger);
+  std::string msg;
+  bool peerError = false;
+  try {
+    Engine e(parseConfig(config(1, "", world), "oom", world), *device, comm, test::testModel());
+  } catch (const PeerError& ex) {
+    peerError = true;
+    msg = ex.what();
+  }
+  CAPTURE(msg);
+  CHECK(peerError);
+  CHECK(msg.find("rank " + std::to_string(world - 1) + ": ") != std::string::npos);
+  CHECK(msg.find("memory ledger") != std::string::npos);
+}
