@@ -7,14 +7,12 @@
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timing.h"
 
 namespace zrt::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 }  // namespace
 
@@ -125,7 +123,7 @@ void GradientBucketer::claimSlot(std::size_t bucket) {
   if (slotOwner_[s] != kNone) {
     const auto t0 = Clock::now();
     complete(slotOwner_[s]);  // waits for the bucket that used this staging buffer before
-    exposedSeconds_ += since(t0);
+    exposedSeconds_ += secondsSince(t0);
   }
   slotOwner_[s] = bucket;
 }
@@ -208,7 +206,7 @@ void GradientBucketer::launch(std::size_t bucket) {
   if (!options_.overlapComm) {
     const auto t0 = Clock::now();
     complete(bucket);
-    exposedSeconds_ += since(t0);
+    exposedSeconds_ += secondsSince(t0);
   }
 }
 
@@ -248,7 +246,7 @@ void GradientBucketer::finishBackward() {
   const auto t0 = Clock::now();
   inBackward_ = false;
   waitAllLaunched();
-  exposedSeconds_ += since(t0);
+  exposedSeconds_ += secondsSince(t0);
   if (nextLaunch_ < plan_.buckets.size()) {
     std::string missing;
     int listed = 0;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "core/error.h"
+#include "core/timing.h"
 #include "core/units.h"
 
 namespace zrt::comm {
@@ -118,8 +119,7 @@ void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {
   } catch (...) {
     error = std::current_exception();
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = secondsSince(t0);
   if (!error) stats_.record(item.op.kind, opBytes(item.op), seconds);
   item.state->finish(error ? naming(error, *item.state) : nullptr);
   lock.lock();

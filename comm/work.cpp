@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/timing.h"
 
 namespace zrt::comm {
 
@@ -68,8 +69,7 @@ void WorkState::wait(std::chrono::milliseconds timeout) {
     cv_.wait_until(lock, deadline, [&] { return done_; });
   }
   if (!done_) {
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited = secondsSince(start);
     if (describe_) {
       description_ = describe_();
       describe_ = nullptr;

@@ -88,70 +88,34 @@ void* StateBuffer::data() const {
   return host_.get();
 }
 
-StateBuffer ModelStates::place(std::uint64_t elements, std::size_t elementSize, MemTag tag,
-                               OffloadDevice offload, bool pinned) {
-  if (elements == 0) return {};
-  const std::size_t bytes = static_cast<std::size_t>(elements) * elementSize;
-  switch (offload) {
-    case OffloadDevice::None: return StateBuffer(*device_, bytes, tag, MemPlace::Device);
-    case OffloadDevice::Cpu:
-      return StateBuffer(*device_, bytes, tag, pinned ? MemPlace::PinnedHost : MemPlace::Host);
-    case OffloadDevice::Nvme: return StateBuffer(*device_, bytes, tag, MemPlace::Nvme);
-  }
-  ZRT_THROW(InvalidArgument, "unknown offload device");
+StateBuffer ModelStates::allocate(const StatePlacement& state, MemTag tag) {
+  if (state.elements == 0) return {};
+  return StateBuffer(*device_, static_cast<std::size_t>(state.bytes()), tag, state.place);
 }
 
 ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
                          const ModelStateOptions& options)
     : device_(&device), options_(options), params_(std::move(params)) {
-  const ModelStateOptions& o = options_;
-  if (o.worldSize < 1 || o.rank < 0 || o.rank >= o.worldSize) {
-    ZRT_THROW(InvalidArgument, "model states: rank ", o.rank, " is outside a world of ",
-              o.worldSize);
-  }
-  validateOffload(o.stage, o.offloadOptimizer, o.offloadParam);
-  const StageRules rules = stageRules(o.stage);
-  const int parts = partitionCount(o.stage, o.worldSize);
-
   std::vector<std::uint64_t> trainable, frozen;
-  for (const ParamTensor& t : params_) (t.trainable ? trainable : frozen).push_back(t.numel);
-  const int partRank = partitionRank(o.stage, o.rank);
-  trainable_ = flatLayout(trainable, parts, partRank);
-  frozen_ = flatLayout(frozen, parts, partRank);
-
-  const bool optimizerOffloaded = o.offloadOptimizer != OffloadDevice::None;
-  optimizerSpec_ = optimizerStateSpec(o.optimizer, o.sgdMomentum, o.precision, optimizerOffloaded);
-  const std::size_t p = dtypeSize(o.precision);
-
-  // Parameters: whole buffers until stage 3 shards them; offload_param moves what the rank keeps.
-  parameters_ = place(rules.shardParameters ? trainable_.shard.count : trainable_.padded, p,
-                      MemTag::Parameters, o.offloadParam, o.pinParam);
-  frozenParameters_ = place(rules.shardParameters ? frozen_.shard.count : frozen_.padded, p,
-                            MemTag::Parameters, o.offloadParam, o.pinParam);
-
-  // Gradients: stage 0-1 accumulate the whole buffer on the device (reduced once per step);
-  // stage 2-3 keep only the shard, which moves to pinned host memory when the optimizer runs
-  // there. Stage 1 with an offloaded optimizer keeps both: the device buffer accumulates, the
-  // host shard receives the reduced part.
-  if (!rules.shardGradients) {
-    gradients_ = place(trainable_.padded, p, MemTag::Gradients, OffloadDevice::None, false);
-  } else if (!optimizerOffloaded) {
-    gradients_ = place(trainable_.shard.count, p, MemTag::Gradients, OffloadDevice::None, false);
+  std::uint64_t trainableCount = 0, frozenCount = 0;
+  for (const ParamTensor& t : params_) {
+    (t.trainable ? trainable : frozen).push_back(t.numel);
+    (t.trainable ? trainableCount : frozenCount) += t.numel;
   }
-  if (optimizerOffloaded && trainable_.shard.count != 0) {
-    gradientHostShard_ = StateBuffer(*device_, trainable_.shard.count * p, MemTag::Gradients,
-                                     MemPlace::PinnedHost);
-  }
+  // The rule also refuses bad options (stage, offload pairing, rank) before anything is laid out.
+  placement_ = placeModelStates(options_, trainableCount, frozenCount);
 
-  // Optimizer state: fp32, the shard from stage 1 on (the whole buffer at stage 0, where the
-  // shard is the whole buffer), wherever offload_optimizer puts it.
-  const std::uint64_t optElements = rules.shardOptimizer ? trainable_.shard.count : trainable_.padded;
-  if (optimizerSpec_.masterWeights) {
-    master_ = place(optElements, 4, MemTag::OptimizerState, o.offloadOptimizer, o.pinOptimizer);
-  }
-  for (int i = 0; i < optimizerSpec_.moments; ++i) {
-    moments_.push_back(
-        place(optElements, 4, MemTag::OptimizerState, o.offloadOptimizer, o.pinOptimizer));
+  const int partRank = partitionRank(options_.stage, options_.rank);
+  trainable_ = flatLayout(trainable, placement_.padded.parts, partRank);
+  frozen_ = flatLayout(frozen, placement_.padded.parts, partRank);
+
+  parameters_ = allocate(placement_.parameters, MemTag::Parameters);
+  frozenParameters_ = allocate(placement_.frozenParameters, MemTag::Parameters);
+  gradients_ = allocate(placement_.gradients, MemTag::Gradients);
+  gradientHostShard_ = allocate(placement_.gradientHostShard, MemTag::Gradients);
+  master_ = allocate(placement_.masterWeights, MemTag::OptimizerState);
+  for (int i = 0; i < placement_.optimizer.moments; ++i) {
+    moments_.push_back(allocate(placement_.moment, MemTag::OptimizerState));
   }
 }
 

@@ -1,7 +1,7 @@
 // The model states one data-parallel rank holds under a ZeRO stage, allocated for real: the
 // training-dtype parameters and gradients, the fp32 master weights and the optimizer moments, as
 // flat buffers padded by shard.h's rules, each placed on the device, in (pinned) host memory or
-// on NVMe as the offload settings say. Every byte goes through the Device or a LedgerCharge, so
+// on NVMe as placement.h's rule says. Every byte goes through the Device or a LedgerCharge, so
 // the MemoryLedger shows exactly what zrt-plan predicts (docs/plan.md, "Where model states
 // live"). This is the part of the Engine that owns model states; the Engine fills and updates
 // these buffers.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/shard.h"
-#include "partition/stage_rules.h"
+#include "partition/placement.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -30,19 +30,6 @@ struct ParamTensor {
   std::string name;
   std::uint64_t numel = 0;
   bool trainable = true;
-};
-
-struct ModelStateOptions {
-  int stage = 0;
-  int worldSize = 1;
-  int rank = 0;
-  DType precision = DType::F16;  // dtype of parameters and gradients
-  OptimizerType optimizer = OptimizerType::Adam;
-  bool sgdMomentum = false;
-  OffloadDevice offloadOptimizer = OffloadDevice::None;
-  bool pinOptimizer = false;  // offload_optimizer.pin_memory: page-locked host memory
-  OffloadDevice offloadParam = OffloadDevice::None;
-  bool pinParam = false;  // offload_param.pin_memory
 };
 
 // The options a resolved config asks for: stage, dtype (bf16, fp16, else fp32), optimizer and
@@ -100,7 +87,9 @@ class ModelStates {
   const std::vector<ParamTensor>& params() const { return params_; }
   const FlatLayout& trainableLayout() const { return trainable_; }
   const FlatLayout& frozenLayout() const { return frozen_; }
-  const OptimizerStateSpec& optimizerSpec() const { return optimizerSpec_; }
+  const OptimizerStateSpec& optimizerSpec() const { return placement_.optimizer; }
+  // What placement.h's rule gave: each buffer below is allocated from it.
+  const ModelStatePlacement& placement() const { return placement_; }
 
   // Trainable parameters: the whole flat buffer at stages 0-2, this rank's shard at stage 3.
   const StateBuffer& parameters() const { return parameters_; }
@@ -118,15 +107,14 @@ class ModelStates {
   const std::vector<StateBuffer>& moments() const { return moments_; }
 
  private:
-  StateBuffer place(std::uint64_t elements, std::size_t elementSize, MemTag tag,
-                    OffloadDevice offload, bool pinned);
+  StateBuffer allocate(const StatePlacement& state, MemTag tag);
 
   Device* device_;
   ModelStateOptions options_;
   std::vector<ParamTensor> params_;
   FlatLayout trainable_;
   FlatLayout frozen_;
-  OptimizerStateSpec optimizerSpec_;
+  ModelStatePlacement placement_;
   StateBuffer parameters_;
   StateBuffer frozenParameters_;
   StateBuffer gradients_;

@@ -33,6 +33,10 @@ void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice of
   }
 }
 
+bool offloadAllowed(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam) {
+  return stage >= 0 && stage <= 3 && !offloadRuleBreach(stage, offloadOptimizer, offloadParam);
+}
+
 OptimizerStateSpec optimizerStateSpec(OptimizerType type, bool sgdMomentum, DType precision,
                                       bool optimizerOffloaded) {
   OptimizerStateSpec s;

@@ -1,7 +1,6 @@
 // ZeRO's stage rules as plain data: which model states a stage shards across the data-parallel
 // ranks, which offload settings a stage allows, how many bytes per parameter the optimizer keeps
-// (the ZeRO paper's K), and the shard alignment every flat model-state buffer uses. The
-// model-state allocator (model_states.h) and zrt-plan's formulas both build on these.
+// (the ZeRO paper's K). placement.h builds the placement of every model state on these.
 // Pure functions; thread-safe.
 #pragma once
 
@@ -33,9 +32,11 @@ int partitionCount(int stage, int worldSize);
 int partitionRank(int stage, int rank);
 
 // DeepSpeed's rules, which ZRT keeps: the config reader's offloadRuleBreach()
-// (runtime/config/config.h), for a stage outside 0..3 too. Throws InvalidArgument naming the
+// (core/config/config.h), for a stage outside 0..3 too. Throws InvalidArgument naming the
 // setting.
 void validateOffload(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam);
+// Whether validateOffload() accepts the stage and pairing (no throw: for listing strategies).
+bool offloadAllowed(int stage, OffloadDevice offloadOptimizer, OffloadDevice offloadParam);
 
 // The optimizer's per-parameter state, all fp32: an fp32 master copy of the weights when the
 // training dtype is 16-bit (mixed precision), or when the optimizer runs offloaded (the CPU

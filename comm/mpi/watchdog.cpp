@@ -8,6 +8,7 @@
 #include "comm/mpi_check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timing.h"
 #include "core/units.h"
 
 namespace zrt::comm {
@@ -16,10 +17,6 @@ namespace {
 constexpr int kTagQuery = 1;
 constexpr int kTagReply = 2;
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 std::string fmt1(double s) {
   char b[32];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "core/timing.h"
 #include "tests/support/mpi_test.h"
 
 using namespace zrt;
@@ -17,8 +18,6 @@ using namespace zrt::comm;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A slice of real floating-point work the compiler cannot drop.
 double computeSlice(std::vector<double>& v) {
@@ -52,30 +51,30 @@ TEST_CASE("an asynchronous all-reduce completes while the caller computes") {
       MPI_Barrier(test::testComm());
       const auto t0 = Clock::now();
       comm.allReduce(buf.data(), n, DType::F32);
-      tComm = std::min(tComm, since(t0));
+      tComm = std::min(tComm, secondsSince(t0));
     }
     // Computation alone: as many slices as take about twice the communication time.
     MPI_Barrier(test::testComm());
     auto t0 = Clock::now();
     int slices = 0;
-    while (since(t0) < 2 * tComm) {
+    while (secondsSince(t0) < 2 * tComm) {
       sink += computeSlice(work);
       ++slices;
     }
-    const double tCompute = since(t0);
+    const double tCompute = secondsSince(t0);
 
     // Both: post, then compute the same slices, polling the handle between slices only.
     MPI_Barrier(test::testComm());
     t0 = Clock::now();
     Work w = comm.allReduceAsync(buf.data(), n, DType::F32);
     double doneAt = -1;
-    for (int s = 0; s < slices || (doneAt < 0 && since(t0) < 30); ++s) {
+    for (int s = 0; s < slices || (doneAt < 0 && secondsSince(t0) < 30); ++s) {
       sink += computeSlice(work);
-      if (doneAt < 0 && w.isCompleted()) doneAt = since(t0);
+      if (doneAt < 0 && w.isCompleted()) doneAt = secondsSince(t0);
     }
     const bool completedWhileComputing = doneAt >= 0;
     w.wait();
-    const double tBoth = since(t0);
+    const double tBoth = secondsSince(t0);
     CHECK(test::allRanks(completedWhileComputing));
     const double hidden = std::clamp((tComm + tCompute - tBoth) / tComm, 0.0, 1.0);
     if (test::worldRank() == 0) {

@@ -1,8 +1,9 @@
 // The model-state allocator (partition/model_states.h) on the host device against zrt-plan's
 // prediction, on 1, 2 and 4 ranks: for every stage, offload pairing, precision, optimizer and
 // pinning, each rank's ledger must hold exactly the bytes zrt-plan predicts for that rank, per
-// tag and place. The allocator and the formulas are written separately; they share only
-// shard.h's padding and the definition of K.
+// tag and place. Both place model states by one rule (partition/placement.h, tested against
+// hand-worked figures in tests/partition/placement_test.cpp); this checks what each side does
+// with it: the allocator's buffers and ledger charges, zrt-plan's purposes and bytes.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -46,13 +47,6 @@ std::vector<ParamTensor> smallModel(bool withFrozen) {
     t.push_back({"frozen.b", 1, false});
   }
   return t;
-}
-
-bool offloadAllowed(int stage, OffloadDevice opt, OffloadDevice param) {
-  if (opt != OffloadDevice::None && stage < 1) return false;
-  if (opt == OffloadDevice::Nvme && stage != 3) return false;
-  if (param != OffloadDevice::None && stage != 3) return false;
-  return true;
 }
 
 }  // namespace

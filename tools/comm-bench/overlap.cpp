@@ -13,14 +13,14 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
+#include "core/timing.h"
 #include "core/units.h"
+#include "tools/common/statistics.h"
 
 namespace zrt::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A fixed amount of floating-point work (so a slowed-down CPU shows as a longer backward).
 double spinWork(long iters) {
@@ -46,7 +46,7 @@ long calibrateSpin(double seconds) {
   for (;;) {
     const auto t0 = Clock::now();
     spinWork(iters);
-    const double t = since(t0);
+    const double t = secondsSince(t0);
     if (t > 0.02 || iters > (1L << 40)) return std::max(1L, static_cast<long>(iters * seconds / t));
     iters *= 4;
   }
@@ -90,24 +90,13 @@ Pass backward(comm::Communicator& c, comm::GradientBucketer& b,
     b.gradientReady(l, grads[l].data());
   }
   b.finishBackward();
-  const double wall = since(t0);
+  const double wall = secondsSince(t0);
   Pass p;
   p.backward = maxOverRanks(wall, sync);
   p.comm = maxOverRanks(c.stats().get(comm::OpKind::ReduceScatter).seconds, sync);
   p.waited = maxOverRanks(b.exposedSeconds(), sync);
   return p;
 }
-
-// The q-quantile (0..1) of v, interpolating between neighbours; the median is quantile(v, 0.5).
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(at);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
-double median(const std::vector<double>& v) { return quantile(v, 0.5); }
 
 }  // namespace
 

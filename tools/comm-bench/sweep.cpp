@@ -16,6 +16,7 @@
 #include "comm/mpi/mpi_reduce_ops.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
+#include "core/timing.h"
 #include "core/units.h"
 
 namespace zrt::bench {
@@ -194,7 +195,7 @@ bool runSweep(const BenchOptions& o) {
         ZRT_CHECK_MPI(MPI_Barrier(world));
         const auto t0 = Clock::now();
         for (int i = 0; i < iters; ++i) fn();
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+        const double s = secondsSince(t0) / iters;
         return maxOverRanks(s, world);
       };
       // Three rounds of every implementation, interleaved; the best of the three for each.

@@ -15,6 +15,7 @@
 #include "offload/offload_engine.h"
 #include "offload/pinned_buffer_pool.h"
 #include "core/error.h"
+#include "core/timing.h"
 #include "core/units.h"
 
 namespace zrt::iotool {
@@ -45,10 +46,6 @@ Mode parseMode(std::string_view text) {
 namespace {
 
 constexpr std::uint64_t kMaxRequest = 256ull << 20;
-
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 offload::AioOptions aioFor(const RunConfig& c) {
   offload::AioOptions o;

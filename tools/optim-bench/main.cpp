@@ -34,7 +34,9 @@
 #include "core/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/isa.h"
+#include "core/timing.h"
 #include "core/units.h"
+#include "tools/common/statistics.h"
 
 using namespace zrt;
 using namespace zrt::optim;
@@ -94,17 +96,11 @@ struct Row {
   std::optional<double> bestTorchSeconds;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 template <class Fn>
 double timeOnce(Fn&& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return secondsSince(t0);
 }
 
 // Fills the state with plausible values (parameters ~1, gradients ~1e-2, moments 0), in

@@ -78,54 +78,26 @@ std::uint64_t PlanLedger::byTag(MemTag tag, MemPlace place) const {
 
 // ---- Model states -------------------------------------------------------------------------
 
-Padded paddedSizes(const ModelStateInputs& in) {
-  Padded p;
-  p.parts = partitionCount(in.stage, in.worldSize);
-  const int rank = partitionRank(in.stage, in.rank);
-  p.trainable = paddedLength(in.trainable, p.parts, kShardAlignElements);
-  p.trainableShard = shardOf(in.trainable, p.parts, rank, kShardAlignElements).count;
-  p.frozen = paddedLength(in.frozen, p.parts, kShardAlignElements);
-  p.frozenShard = shardOf(in.frozen, p.parts, rank, kShardAlignElements).count;
-  return p;
+ModelStatePlacement modelStatePlacement(const ModelStateInputs& in) {
+  return placeModelStates(in, in.trainable, in.frozen);
 }
 
-namespace {
-
-MemPlace offloadPlace(OffloadDevice d, bool pinned) {
-  switch (d) {
-    case OffloadDevice::None: return MemPlace::Device;
-    case OffloadDevice::Cpu: return pinned ? MemPlace::PinnedHost : MemPlace::Host;
-    case OffloadDevice::Nvme: return MemPlace::Nvme;
-  }
-  return MemPlace::Device;
+PlanLedger modelStateBytes(const ModelStatePlacement& m) {
+  PlanLedger l;
+  auto add = [&l](Purpose p, const StatePlacement& s, std::uint64_t copies = 1) {
+    l.add(p, s.place, copies * s.bytes());
+  };
+  add(Purpose::Parameters, m.parameters);
+  add(Purpose::Parameters, m.frozenParameters);
+  add(Purpose::Gradients, m.gradients);
+  add(Purpose::Gradients, m.gradientHostShard);
+  add(Purpose::MasterWeights, m.masterWeights);
+  add(Purpose::OptimizerMoments, m.moment, static_cast<std::uint64_t>(m.optimizer.moments));
+  return l;
 }
-
-}  // namespace
 
 PlanLedger modelStateBytes(const ModelStateInputs& in) {
-  validateOffload(in.stage, in.offloadOptimizer, in.offloadParam);
-  const StageRules rules = stageRules(in.stage);
-  const Padded pad = paddedSizes(in);
-  const std::uint64_t p = dtypeSize(in.precision);
-  const bool optOffloaded = in.offloadOptimizer != OffloadDevice::None;
-  const OptimizerStateSpec spec =
-      optimizerStateSpec(in.optimizer, in.sgdMomentum, in.precision, optOffloaded);
-
-  PlanLedger l;
-  const std::uint64_t paramElems = rules.shardParameters ? pad.trainableShard + pad.frozenShard
-                                                         : pad.trainable + pad.frozen;
-  l.add(Purpose::Parameters, offloadPlace(in.offloadParam, in.pinParam), p * paramElems);
-
-  if (!rules.shardGradients) l.add(Purpose::Gradients, MemPlace::Device, p * pad.trainable);
-  else if (!optOffloaded) l.add(Purpose::Gradients, MemPlace::Device, p * pad.trainableShard);
-  if (optOffloaded) l.add(Purpose::Gradients, MemPlace::PinnedHost, p * pad.trainableShard);
-
-  const std::uint64_t optElems = rules.shardOptimizer ? pad.trainableShard : pad.trainable;
-  const MemPlace optPlace = offloadPlace(in.offloadOptimizer, in.pinOptimizer);
-  if (spec.masterWeights) l.add(Purpose::MasterWeights, optPlace, 4 * optElems);
-  l.add(Purpose::OptimizerMoments, optPlace,
-        4 * static_cast<std::uint64_t>(spec.moments) * optElems);
-  return l;
+  return modelStateBytes(modelStatePlacement(in));
 }
 
 double zeroPaperBytes(std::uint64_t psi, int stage, int worldSize, std::uint64_t paramBytes,

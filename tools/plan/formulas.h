@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "partition/stage_rules.h"
+#include "partition/placement.h"
 #include "core/memory_ledger.h"
 #include "tools/plan/inputs.h"
 #include "tools/plan/model_spec.h"
@@ -49,32 +49,25 @@ struct PlanLedger {
 
 // ---- Model states -------------------------------------------------------------------------
 
-// What the model-state allocator is given (partition/model_states.h: stage, ranks, dtype,
-// optimizer, offload and pinning), plus the parameter counts: the formulas take exactly the
-// settings ModelStates allocates from, so a prediction and an allocation cannot drift apart.
+// What the model-state allocator is given (partition/placement.h: stage, ranks, dtype,
+// optimizer, offload and pinning), plus the parameter counts: the formulas place model states by
+// the allocator's own rule, so a prediction and an allocation cannot drift apart.
 struct ModelStateInputs : ModelStateOptions {
   std::uint64_t trainable = 0;  // Ψ: trainable parameters
   std::uint64_t frozen = 0;     // frozen parameters (LoRA base): 16-bit copies only
 };
 
-// The padded sizes the formulas use: Ψ' = paddedLength(Ψ, N', 32) with N' = partitionCount(stage,
-// N), and this rank's shard Ψ'/N' (shard.h; identical for every rank).
-struct Padded {
-  int parts = 1;
-  std::uint64_t trainable = 0, trainableShard = 0;
-  std::uint64_t frozen = 0, frozenShard = 0;
-};
-Padded paddedSizes(const ModelStateInputs& in);
+// Ψ', Ψ'/N' and their frozen counterparts (partition/placement.h).
+using Padded = PaddedSizes;
 
-// The model states of one rank, by purpose and place:
-//   parameters  p·Ψ'  (stages 0-2)  or p·Ψ'/N (stage 3)   [+ the same for frozen parameters]
-//   gradients   p·Ψ'  (stages 0-1)  or p·Ψ'/N (stages 2-3)
-//   master      4·Ψ'  (stage 0)     or 4·Ψ'/N (stages 1-3), when kept
-//   moments     4m·Ψ' (stage 0)     or 4m·Ψ'/N (stages 1-3)
-// with p = bytes of the training dtype, m = number of moments, K = 4·(master + m). Placement:
-// parameters follow offload_param, master and moments offload_optimizer (pinned host when
-// pin_memory, else pageable host; or NVMe). With offload_optimizer the gradient shard p·Ψ'/N
-// lives in pinned host memory; the device keeps its whole gradient buffer only at stage 1.
+// placeModelStates(in, in.trainable, in.frozen).
+ModelStatePlacement modelStatePlacement(const ModelStateInputs& in);
+
+// The model states of one rank in bytes, by purpose and place: each state of placement.h's rule
+// (elements times element size, the moments counted m times), with p = bytes of the training
+// dtype, m = number of moments, K = 4·(master + m): p·Ψ' + p·Ψ' + K·Ψ' at stage 0, and so on
+// (docs/plan.md, "Where model states live", tabulates the rule).
+PlanLedger modelStateBytes(const ModelStatePlacement& placement);
 PlanLedger modelStateBytes(const ModelStateInputs& in);
 
 // The ZeRO paper's model-state bytes per rank without padding, (2+2+K)Ψ for plain data

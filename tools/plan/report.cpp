@@ -177,7 +177,7 @@ nlohmann::json evaluationJson(const Evaluation& e) {
   j["model_state_host_bytes"] = l.modelStates(MemPlace::PinnedHost) + l.modelStates(MemPlace::Host);
   j["model_state_nvme_bytes"] = l.modelStates(MemPlace::Nvme);
   j["breakdown"] = ledgerJson(l);
-  j["optimizer_bytes_per_param"] = e.k;
+  j["optimizer_bytes_per_param"] = e.k();
   j["fits"] = e.fits();
   j["fit_problems"] = e.problems;
   j["step_seconds"] = {{"compute", e.time.compute},  {"recompute", e.time.recompute},
@@ -271,6 +271,12 @@ std::string placeOf(const PlanLedger& l, Purpose p) {
   return out.empty() ? "-" : out;
 }
 
+std::uint64_t allPlaces(const PlanLedger& l, Purpose p) {
+  std::uint64_t v = 0;
+  for (int pl = 0; pl < kNumMemPlaces; ++pl) v += l.get(p, static_cast<MemPlace>(pl));
+  return v;
+}
+
 std::string line(std::string label, std::string formula, std::uint64_t value, std::string where = "") {
   std::string s = "  " + pad(std::move(label), 20, true) + formula + " = " + std::to_string(value) +
                   " B (" + gigabytes(value) + ")";
@@ -278,24 +284,18 @@ std::string line(std::string label, std::string formula, std::uint64_t value, st
   return s + "\n";
 }
 
-}  // namespace
+// "Ψ'/N'" for a shard, "Ψ'" for a whole buffer.
+const char* symbolOf(const StatePlacement& s) { return s.sharded ? "Ψ'/N'" : "Ψ'"; }
 
-std::string explain(const Plan& plan, const Evaluation& e) {
-  const PlanInputs& in = plan.inputs;
+// Parameter counts, K, the ZeRO paper's figure and the padding: what the model-state lines use.
+void explainSizes(std::ostream& o, const Plan& plan, const Evaluation& e) {
   const Strategy& s = e.strategy;
-  const Hardware& hw = in.hardware;
-  const Training& tr = in.training;
+  const Training& tr = plan.inputs.training;
   const ModelSpec& model = modelOf(plan, s);
-  const PlanLedger& l = e.ledger;
-  const StageRules rules = stageRules(s.stage);
+  const OptimizerStateSpec& spec = e.placement.optimizer;
   const std::uint64_t p = dtypeSize(tr.precision);
-  const bool optOff = s.offloadOptimizer != OffloadDevice::None;
-  const OptimizerStateSpec spec = optimizerStateSpec(tr.optimizer, tr.sgdMomentum, tr.precision, optOff);
-  const Padded& pd = e.padded;
-  const int N = hw.worldSize;
-  std::ostringstream o;
-
-  o << "== " << s.id() << ": " << s.describe() << "\n";
+  const Padded& pd = e.padded();
+  const int N = plan.inputs.hardware.worldSize;
   o << "Parameters: trainable Ψ = " << e.trainable;
   if (e.frozen) o << ", frozen Φ = " << e.frozen;
   o << "\n";
@@ -310,56 +310,65 @@ std::string explain(const Plan& plan, const Evaluation& e) {
       << "; the base is frozen (parameters only)\n";
   }
   o << "Optimizer " << nameOf(tr.optimizer) << " in " << nameOf(tr.precision)
-    << (optOff ? ", offloaded" : "") << ": master weights " << (spec.masterWeights ? 1 : 0)
-    << ", moments " << spec.moments << ", K = 4·(" << (spec.masterWeights ? 1 : 0) << " + "
-    << spec.moments << ") = " << e.k << " bytes per parameter; p = " << p
-    << " bytes per parameter and gradient\n";
+    << (s.offloadOptimizer != OffloadDevice::None ? ", offloaded" : "") << ": master weights "
+    << (spec.masterWeights ? 1 : 0) << ", moments " << spec.moments << ", K = 4·("
+    << (spec.masterWeights ? 1 : 0) << " + " << spec.moments << ") = " << e.k()
+    << " bytes per parameter; p = " << p << " bytes per parameter and gradient\n";
   const char* paper[] = {"(p + p + K)·Ψ", "p·Ψ + p·Ψ + K·Ψ/N", "p·Ψ + (p + K)·Ψ/N", "(p + p + K)·Ψ/N"};
+  const double paperBytes = zeroPaperBytes(e.trainable, s.stage, N, p, e.k());
   o << "ZeRO paper, stage " << s.stage << ": " << paper[s.stage] << " with N = " << N << " -> "
-    << num(zeroPaperBytes(e.trainable, s.stage, N, p, e.k), "%.0f") << " B ("
-    << gigabytes(static_cast<std::uint64_t>(zeroPaperBytes(e.trainable, s.stage, N, p, e.k)))
+    << num(paperBytes, "%.0f") << " B (" << gigabytes(static_cast<std::uint64_t>(paperBytes))
     << "), before padding and placement" << (e.frozen ? "; the frozen Φ adds p·Φ (p·Φ/N at stage 3)" : "")
     << "\n";
   o << "Padding (partition/shard.h): N' = " << pd.parts << " (1 at stage 0), Ψ' = ceil(Ψ / (N'·"
     << kShardAlignElements << "))·N'·" << kShardAlignElements << " = " << pd.trainable
     << ", shard Ψ'/N' = " << pd.trainableShard;
   if (e.frozen) o << "; Φ' = " << pd.frozen << ", Φ'/N' = " << pd.frozenShard;
-  o << "\nModel states per rank:\n";
-  {
-    const bool shardP = rules.shardParameters;
-    std::string f = detail::cat("p·", shardP ? "Ψ'/N'" : "Ψ'", e.frozen ? (shardP ? " + p·Φ'/N'" : " + p·Φ'") : "",
-                                " = ", p, "·", shardP ? pd.trainableShard : pd.trainable);
-    if (e.frozen) f += detail::cat(" + ", p, "·", shardP ? pd.frozenShard : pd.frozen);
-    std::uint64_t v = 0;
-    for (int pl = 0; pl < kNumMemPlaces; ++pl) v += l.get(Purpose::Parameters, static_cast<MemPlace>(pl));
-    o << line("parameters", f, v, placeOf(l, Purpose::Parameters) +
-              (s.offloadParam != OffloadDevice::None ? " (offload_param)" : ""));
-  }
-  {
-    std::string f;
-    if (!rules.shardGradients) f = detail::cat("p·Ψ' = ", p, "·", pd.trainable);
-    else f = detail::cat("p·Ψ'/N' = ", p, "·", pd.trainableShard);
-    if (optOff && !rules.shardGradients)
-      f += detail::cat(" on the device + p·Ψ'/N' = ", p, "·", pd.trainableShard, " pinned on the host");
-    std::uint64_t v = 0;
-    for (int pl = 0; pl < kNumMemPlaces; ++pl) v += l.get(Purpose::Gradients, static_cast<MemPlace>(pl));
-    o << line("gradients", f, v, placeOf(l, Purpose::Gradients));
-  }
-  const std::uint64_t optElems = rules.shardOptimizer ? pd.trainableShard : pd.trainable;
-  const char* optSym = rules.shardOptimizer ? "Ψ'/N'" : "Ψ'";
-  if (spec.masterWeights) {
-    std::uint64_t v = 0;
-    for (int pl = 0; pl < kNumMemPlaces; ++pl) v += l.get(Purpose::MasterWeights, static_cast<MemPlace>(pl));
-    o << line("master weights", detail::cat("4·", optSym, " = 4·", optElems), v,
-              placeOf(l, Purpose::MasterWeights));
-  }
-  if (spec.moments) {
-    std::uint64_t v = 0;
-    for (int pl = 0; pl < kNumMemPlaces; ++pl) v += l.get(Purpose::OptimizerMoments, static_cast<MemPlace>(pl));
-    o << line("moments", detail::cat(4 * spec.moments, "·", optSym, " = ", 4 * spec.moments, "·", optElems),
-              v, placeOf(l, Purpose::OptimizerMoments));
-  }
+  o << "\n";
+}
 
+// One line per model state, its formula from the placement rule (partition/placement.h).
+void explainModelStates(std::ostream& o, const Plan& plan, const Evaluation& e) {
+  const ModelStatePlacement& m = e.placement;
+  const PlanLedger& l = e.ledger;
+  const std::uint64_t p = dtypeSize(plan.inputs.training.precision);
+  o << "Model states per rank:\n";
+  {
+    const StatePlacement& t = m.parameters;
+    std::string f = detail::cat("p·", symbolOf(t), e.frozen ? detail::cat(" + p·", t.sharded ? "Φ'/N'" : "Φ'") : "",
+                                " = ", p, "·", t.elements);
+    if (e.frozen) f += detail::cat(" + ", p, "·", m.frozenParameters.elements);
+    o << line("parameters", f, allPlaces(l, Purpose::Parameters),
+              placeOf(l, Purpose::Parameters) +
+                  (e.strategy.offloadParam != OffloadDevice::None ? " (offload_param)" : ""));
+  }
+  {
+    // Gradients on the device, in pinned host memory beside an offloaded optimizer, or both.
+    const StatePlacement& dev = m.gradients;
+    const StatePlacement& host = m.gradientHostShard;
+    const StatePlacement& first = dev.elements == 0 && host.elements != 0 ? host : dev;
+    std::string f = detail::cat("p·", symbolOf(first), " = ", p, "·", first.elements);
+    if (&first == &dev && host.elements != 0)
+      f += detail::cat(" on the device + p·", symbolOf(host), " = ", p, "·", host.elements, " pinned on the host");
+    o << line("gradients", f, allPlaces(l, Purpose::Gradients), placeOf(l, Purpose::Gradients));
+  }
+  if (m.optimizer.masterWeights) {
+    o << line("master weights", detail::cat("4·", symbolOf(m.masterWeights), " = 4·", m.masterWeights.elements),
+              allPlaces(l, Purpose::MasterWeights), placeOf(l, Purpose::MasterWeights));
+  }
+  if (m.optimizer.moments) {
+    const int k = 4 * m.optimizer.moments;
+    o << line("moments", detail::cat(k, "·", symbolOf(m.moment), " = ", k, "·", m.moment.elements),
+              allPlaces(l, Purpose::OptimizerMoments), placeOf(l, Purpose::OptimizerMoments));
+  }
+}
+
+// Korthikanti et al.'s activation terms with the numbers substituted.
+void explainActivations(std::ostream& o, const Plan& plan, const Evaluation& e) {
+  const Strategy& s = e.strategy;
+  const Training& tr = plan.inputs.training;
+  const ModelSpec& model = modelOf(plan, s);
+  const PlanLedger& l = e.ledger;
   o << "Activations";
   if (!e.activationsKnown) {
     o << ": not estimated (no transformer shape)\n";
@@ -397,7 +406,17 @@ std::string explain(const Plan& plan, const Evaluation& e) {
     o << line("logits", detail::cat("4·s·b·V = 4·", sl, "·", b, "·", sh.vocab), 4 * sl * b * sh.vocab);
     o << line("activations", "sum", l.get(Purpose::Activations, MemPlace::Device), "device");
   }
+}
 
+// Communication and swap buffers, and the reserve.
+void explainBuffers(std::ostream& o, const Plan& plan, const Evaluation& e) {
+  const Strategy& s = e.strategy;
+  const Hardware& hw = plan.inputs.hardware;
+  const Training& tr = plan.inputs.training;
+  const ModelSpec& model = modelOf(plan, s);
+  const PlanLedger& l = e.ledger;
+  const Padded& pd = e.padded();
+  const std::uint64_t p = dtypeSize(tr.precision);
   const ZeroConfig& z = tr.zero;
   o << "Buffers:\n";
   if (l.get(Purpose::CommBuckets, MemPlace::Device)) {
@@ -426,7 +445,12 @@ std::string explain(const Plan& plan, const Evaluation& e) {
   if (l.get(Purpose::SwapBuffers, MemPlace::PinnedHost))
     o << line("swap buffers", "sum", l.get(Purpose::SwapBuffers, MemPlace::PinnedHost), "pinned host");
   if (hw.reserveBytes) o << line("reserve", "--reserve", hw.reserveBytes, "device");
+}
 
+// Device per rank, host and NVMe per node, each against what the hardware has.
+void explainTotals(std::ostream& o, const Plan& plan, const Evaluation& e) {
+  const Hardware& hw = plan.inputs.hardware;
+  const PlanLedger& l = e.ledger;
   o << "Totals per rank: device " << l.total(MemPlace::Device) << " B (" << gigabytes(l.total(MemPlace::Device))
     << ") vs " << hw.deviceBytes << " B: " << (e.fitsDevice ? "fits" : "does not fit") << "; host "
     << l.hostTotal() << " B x " << hw.ranksPerNode << " ranks per node = "
@@ -434,7 +458,13 @@ std::string explain(const Plan& plan, const Evaluation& e) {
     << (e.fitsHost ? "fits" : "does not fit") << "; NVMe " << l.total(MemPlace::Nvme) << " B x "
     << hw.ranksPerNode << " = " << l.total(MemPlace::Nvme) * static_cast<std::uint64_t>(hw.ranksPerNode)
     << " B vs " << hw.nvmeBytes << " B: " << (e.fitsNvme ? "fits" : "does not fit") << "\n";
+}
 
+// The step-time model's terms, and the slowdown against the baseline.
+void explainStepTime(std::ostream& o, const Plan& plan, const Evaluation& e) {
+  const Strategy& s = e.strategy;
+  const Hardware& hw = plan.inputs.hardware;
+  const Training& tr = plan.inputs.training;
   const StepTime& t = e.time;
   const std::uint64_t tokens = s.microBatch * s.gradAccum * tr.seqLen;
   const std::uint64_t all = e.trainable + e.frozen;
@@ -460,6 +490,19 @@ std::string explain(const Plan& plan, const Evaluation& e) {
   const double base = plan.baseline.time.total();
   o << "  total " << num(t.total(), "%.4g") << " s; baseline " << num(base, "%.4g") << " s; slowdown "
     << percent(base > 0 ? t.total() / base - 1 : 0) << "\n";
+}
+
+}  // namespace
+
+std::string explain(const Plan& plan, const Evaluation& e) {
+  std::ostringstream o;
+  o << "== " << e.strategy.id() << ": " << e.strategy.describe() << "\n";
+  explainSizes(o, plan, e);
+  explainModelStates(o, plan, e);
+  explainActivations(o, plan, e);
+  explainBuffers(o, plan, e);
+  explainTotals(o, plan, e);
+  explainStepTime(o, plan, e);
   return o.str();
 }
 

@@ -58,10 +58,8 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ms.pinOptimizer = tr.zero.offload_optimizer.pin_memory;
   ms.offloadParam = s.offloadParam;
   ms.pinParam = tr.zero.offload_param.pin_memory;
-  e.ledger = modelStateBytes(ms);
-  e.padded = paddedSizes(ms);
-  e.k = optimizerBytesPerParam(optimizerStateSpec(
-      tr.optimizer, tr.sgdMomentum, tr.precision, s.offloadOptimizer != OffloadDevice::None));
+  e.placement = modelStatePlacement(ms);
+  e.ledger = modelStateBytes(e.placement);
 
   if (model.shape) {
     e.activationsKnown = true;
@@ -78,7 +76,7 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   }
 
   BufferInputs bi;
-  bi.padded = e.padded;
+  bi.padded = e.padded();
   bi.largestTensor = model.largestTensor();
   bi.stage = s.stage;
   bi.precision = tr.precision;
@@ -107,7 +105,7 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
                                      hw.nvmeBytes == 0 ? " (give --nvme)" : ""));
 
   StepTimeInputs ti;
-  ti.padded = e.padded;
+  ti.padded = e.padded();
   ti.trainable = e.trainable;
   ti.total = e.trainable + e.frozen;
   ti.tokensPerStep =
@@ -116,7 +114,7 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ti.stage = s.stage;
   ti.checkpointing = s.checkpointing;
   ti.precision = tr.precision;
-  ti.optimizerBytesPerParam = e.k;
+  ti.optimizerBytesPerParam = e.k();
   ti.offloadOptimizer = s.offloadOptimizer;
   ti.offloadParam = s.offloadParam;
   ti.hardware = hw;
@@ -162,15 +160,15 @@ int leverLevel(const Strategy& base, const Strategy& s) {
 }
 
 std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
+  // The offload pairings the table shows; each stage lists those the stage rules allow.
   struct Off {
-    int minStage;
     OffloadDevice opt, param;
   };
-  const Off offs[] = {{0, OffloadDevice::None, OffloadDevice::None},
-                      {1, OffloadDevice::Cpu, OffloadDevice::None},
-                      {3, OffloadDevice::Cpu, OffloadDevice::Cpu},
-                      {3, OffloadDevice::Nvme, OffloadDevice::None},  // NVMe needs stage 3
-                      {3, OffloadDevice::Nvme, OffloadDevice::Nvme}};
+  const Off offs[] = {{OffloadDevice::None, OffloadDevice::None},
+                      {OffloadDevice::Cpu, OffloadDevice::None},
+                      {OffloadDevice::Cpu, OffloadDevice::Cpu},
+                      {OffloadDevice::Nvme, OffloadDevice::None},
+                      {OffloadDevice::Nvme, OffloadDevice::Nvme}};
   const bool shapes = in.model.shape.has_value();
   std::vector<Strategy> out;
   auto push = [&](const Strategy& s) {
@@ -182,7 +180,7 @@ std::vector<Strategy> candidateStrategies(const PlanInputs& in) {
     for (int ckpt = 0; ckpt <= (shapes ? 1 : 0); ++ckpt)
       for (int stage = 0; stage <= 3; ++stage)
         for (const Off& o : offs) {
-          if (stage < o.minStage) continue;
+          if (!offloadAllowed(stage, o.opt, o.param)) continue;
           Strategy s = in.baseline;
           s.stage = stage;
           s.offloadOptimizer = o.opt;

@@ -27,8 +27,9 @@ struct PlanInputs {
 
 struct Evaluation {
   Strategy strategy;
-  Padded padded;
-  std::uint64_t k = 0;  // optimizer bytes per parameter
+  ModelStatePlacement placement;  // where each model state lives (partition/placement.h)
+  const Padded& padded() const { return placement.padded; }
+  std::uint64_t k() const { return optimizerBytesPerParam(placement.optimizer); }  // ZeRO's K
   std::uint64_t trainable = 0, frozen = 0;
   bool activationsKnown = false;
   PlanLedger ledger;

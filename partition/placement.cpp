@@ -1,0 +1,71 @@
+#include "partition/placement.h"
+
+#include "core/error.h"
+#include "core/shard.h"
+
+namespace zrt {
+
+std::uint64_t ModelStatePlacement::bytes() const {
+  return parameters.bytes() + frozenParameters.bytes() + gradients.bytes() +
+         gradientHostShard.bytes() + masterWeights.bytes() +
+         static_cast<std::uint64_t>(optimizer.moments) * moment.bytes();
+}
+
+MemPlace offloadPlace(OffloadDevice d, bool pinned) {
+  switch (d) {
+    case OffloadDevice::None: return MemPlace::Device;
+    case OffloadDevice::Cpu: return pinned ? MemPlace::PinnedHost : MemPlace::Host;
+    case OffloadDevice::Nvme: return MemPlace::Nvme;
+  }
+  ZRT_THROW(InvalidArgument, "unknown offload device");
+}
+
+ModelStatePlacement placeModelStates(const ModelStateOptions& o, std::uint64_t trainable,
+                                     std::uint64_t frozen) {
+  if (o.worldSize < 1 || o.rank < 0 || o.rank >= o.worldSize) {
+    ZRT_THROW(InvalidArgument, "model states: rank ", o.rank, " is outside a world of ",
+              o.worldSize);
+  }
+  validateOffload(o.stage, o.offloadOptimizer, o.offloadParam);
+  const StageRules rules = stageRules(o.stage);
+
+  ModelStatePlacement m;
+  PaddedSizes& pad = m.padded;
+  pad.parts = partitionCount(o.stage, o.worldSize);
+  const int partRank = partitionRank(o.stage, o.rank);
+  pad.trainable = paddedLength(trainable, pad.parts, kShardAlignElements);
+  pad.trainableShard = shardOf(trainable, pad.parts, partRank, kShardAlignElements).count;
+  pad.frozen = paddedLength(frozen, pad.parts, kShardAlignElements);
+  pad.frozenShard = shardOf(frozen, pad.parts, partRank, kShardAlignElements).count;
+
+  const bool optimizerOffloaded = o.offloadOptimizer != OffloadDevice::None;
+  m.optimizer = optimizerStateSpec(o.optimizer, o.sgdMomentum, o.precision, optimizerOffloaded);
+  const std::size_t p = dtypeSize(o.precision);
+
+  // Parameters: whole buffers until stage 3 shards them; offload_param moves what the rank keeps.
+  const MemPlace paramPlace = offloadPlace(o.offloadParam, o.pinParam);
+  const bool shardP = rules.shardParameters;
+  m.parameters = {shardP ? pad.trainableShard : pad.trainable, p, paramPlace, shardP};
+  m.frozenParameters = {shardP ? pad.frozenShard : pad.frozen, p, paramPlace, shardP};
+
+  // Gradients: stage 0-1 accumulate the whole buffer on the device (reduced once per step);
+  // stage 2-3 keep only the shard, which moves to pinned host memory when the optimizer runs
+  // there (buckets reduce straight into it). Stage 1 with an offloaded optimizer keeps both.
+  if (!rules.shardGradients) {
+    m.gradients = {pad.trainable, p, MemPlace::Device, false};
+  } else if (!optimizerOffloaded) {
+    m.gradients = {pad.trainableShard, p, MemPlace::Device, true};
+  }
+  if (optimizerOffloaded) m.gradientHostShard = {pad.trainableShard, p, MemPlace::PinnedHost, true};
+
+  // Optimizer state: fp32, the shard from stage 1 on (the whole buffer at stage 0, where the
+  // shard is the whole buffer), wherever offload_optimizer puts it.
+  const MemPlace optPlace = offloadPlace(o.offloadOptimizer, o.pinOptimizer);
+  const bool shardO = rules.shardOptimizer;
+  const StatePlacement fp32State{shardO ? pad.trainableShard : pad.trainable, 4, optPlace, shardO};
+  if (m.optimizer.masterWeights) m.masterWeights = fp32State;
+  if (m.optimizer.moments > 0) m.moment = fp32State;
+  return m;
+}
+
+}  // namespace zrt
