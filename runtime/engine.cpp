@@ -14,6 +14,7 @@
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
 #include "core/shard.h"
+#include "core/timing.h"
 #include "partition/model_states.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
@@ -24,9 +25,6 @@ namespace zrt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 struct ParamInfo {
   std::size_t module = 0;

@@ -27,6 +27,7 @@
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/timing.h"
 #include "core/units.h"
 #include "runtime/engine.h"
 
@@ -81,7 +82,7 @@ Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
       engine.endMicroStep();
     }
     const zrt::StepReport r = engine.step();
-    double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    double wall = zrt::secondsSince(t0);
     ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, sync));
     if (s > 0 && wall < best.step) best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds};
   }
