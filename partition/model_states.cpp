@@ -18,7 +18,7 @@ ModelStateOptions modelStateOptions(const Config& config, int rank) {
   o.stage = config.zero_optimization.stage;
   o.worldSize = config.world_size;
   o.rank = rank;
-  o.precision = config.bf16.enabled ? DType::BF16 : config.fp16.enabled ? DType::F16 : DType::F32;
+  o.precision = trainingPrecision(config);
   o.optimizer = config.optimizer.present ? config.optimizer.type : OptimizerType::Adam;
   o.sgdMomentum = config.optimizer.momentum != 0.0;
   o.offloadOptimizer = config.zero_optimization.offload_optimizer.device;

@@ -239,7 +239,7 @@ void Engine::Impl::validate() {
               " is not supported yet; the engine's step runs on the host device");
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
-  dtype = config.bf16.enabled ? DType::BF16 : config.fp16.enabled ? DType::F16 : DType::F32;
+  dtype = trainingPrecision(config);
   es = dtypeSize(dtype);
   accumulation = static_cast<int>(config.gradient_accumulation_steps);
   if (model.groups.empty()) model.groups.push_back(ParamGroup{});

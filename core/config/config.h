@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/config/config_error.h"
+#include "core/dtype.h"
 
 namespace zrt {
 
@@ -188,6 +189,9 @@ std::optional<OffloadRuleBreach> offloadRuleBreach(int stage, OffloadDevice opti
 // The device spec for makeDevice() (runtime/device.h) the config asks for: "host:<bytes>" when
 // zrt.host_device_memory is set, else zrt.device ("host", "cuda", "cuda:<n>").
 std::string deviceSpec(const Config& config);
+
+// The training dtype of parameters and gradients: bf16 or fp16 when enabled, else fp32.
+DType trainingPrecision(const Config& config);
 
 // Names as they appear in config files ("nvme", "AdamW", "WarmupLR", "none").
 std::string_view nameOf(OffloadDevice device);

@@ -1,5 +1,6 @@
 // Printing a resolved config: as JSON that loads back to the same config (toJson), as the
-// start-up summary (describe), and as the device spec it asks for (deviceSpec).
+// start-up summary (describe), and as the device spec and training dtype it asks for
+// (deviceSpec, trainingPrecision).
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -162,6 +163,10 @@ nlohmann::json toJson(const Config& c) {
               {"host_device_memory", c.zrt.host_device_memory},
               {"comm_timeout_s", c.zrt.comm_timeout_s}};
   return j;
+}
+
+DType trainingPrecision(const Config& c) {
+  return c.bf16.enabled ? DType::BF16 : c.fp16.enabled ? DType::F16 : DType::F32;
 }
 
 std::string deviceSpec(const Config& c) {

@@ -21,7 +21,7 @@ nlohmann::json applyConfigFile(const std::filesystem::path& file, const GivenFla
     in.training.zero.offload_param.pin_memory = true;
   }
   if (!given.precision)
-    in.training.precision = c.bf16.enabled ? DType::BF16 : c.fp16.enabled ? DType::F16 : DType::F32;
+    in.training.precision = trainingPrecision(c);
   if (!given.optimizer && c.optimizer.present) in.training.optimizer = c.optimizer.type;
   if (!given.momentum && c.optimizer.present && c.optimizer.type == OptimizerType::SGD) {
     momentum = c.optimizer.momentum;
