@@ -12,6 +12,12 @@ mpi_flags=(--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism 
 
 step() { printf '\n==== %s\n' "$*"; }
 
+step "the Engine: a small model trained data-parallel on 2 ranks (ZeRO stage 2, bf16, WarmupLR)"
+mpirun -np 2 "${mpi_flags[@]}" "$build/tests/install/zrt_train_example"
+
+step "zrt-engine-bench: one Engine step per ZeRO stage on 2 ranks, with and without communication"
+mpirun -np 2 "${mpi_flags[@]}" "$build/tools/engine-bench/zrt-engine-bench" --params 2e7 --steps 2
+
 step "zrt-config: DeepSpeed's ZeRO-3 NVMe example, resolved for 2 ranks"
 "$build/tools/config/zrt-config" configs/zero3-nvme.json --world-size 2 | sed -n '/^ZRT config/,$p'
 
