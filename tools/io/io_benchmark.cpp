@@ -62,6 +62,36 @@ offload::AioOptions aioFor(const RunConfig& c) {
   return o;
 }
 
+// How large the requests of a sequential run are, and how many are kept outstanding.
+struct RequestPlan {
+  std::uint64_t size = 0;
+  std::size_t count = 0;
+};
+
+// The rings hold `fill` bytes in flight (block x depth x rings). A finished request is only
+// reissued once this thread has woken up for it, and on a busy machine that takes as long as
+// several transfers; if the requests left outstanding at that moment are all in flight already,
+// slots empty and the drive sees a shallower queue than asked (with two requests of one fill
+// each, reads here ran at 0.6-0.9 of fio's). So besides the fill in flight, at least another
+// fill (or one whole request, when a request is larger) stays queued behind it:
+// (count - 1) x size >= fill + min(size, fill). The rings then always have queue_depth
+// transfers in flight, as fio, which reissues each transfer itself, has iodepth; and the
+// OffloadEngine, whose rings take transfers from the oldest request first whatever request
+// they belong to, keeps its slots full across request boundaries.
+RequestPlan planRequests(const RunConfig& c, const Workload& w) {
+  const std::uint64_t fill =
+      c.blockSize * static_cast<std::uint64_t>(c.queueDepth) * static_cast<std::uint64_t>(c.threads);
+  std::uint64_t size = w.requestSize ? w.requestSize : std::min(fill, kMaxRequest);
+  size = alignUp(std::max(size, c.blockSize), 4096);
+  size = std::min<std::uint64_t>(size, alignUp(w.fileSize, 4096));
+  const std::uint64_t ahead = fill + std::min(size, fill);
+  RequestPlan plan;
+  plan.size = size;
+  plan.count = w.requests > 0 ? static_cast<std::size_t>(w.requests)
+                              : static_cast<std::size_t>(1 + (ahead + size - 1) / size);
+  return plan;
+}
+
 void finishResult(RunResult& r, const offload::EngineStats& s) {
   r.bytes = r.readBytes + r.writeBytes;
   r.transfers = s.transfers;
@@ -71,6 +101,8 @@ void finishResult(RunResult& r, const offload::EngineStats& s) {
     r.writeGbps = static_cast<double>(r.writeBytes) / r.seconds / 1e9;
     r.iops = static_cast<double>(s.transfers) / r.seconds;
   }
+  // Little's law: slots busy on average = completions per second x time each held its slot.
+  if (r.seconds > 0) r.meanInFlight = s.latency.meanNanos() / 1e9 * static_cast<double>(s.transfers) / r.seconds;
   r.p50us = static_cast<double>(s.latency.percentileNanos(0.50)) / 1e3;
   r.p99us = static_cast<double>(s.latency.percentileNanos(0.99)) / 1e3;
 }
@@ -206,13 +238,9 @@ RunResult Workspace::runSequential(const RunConfig& c) {
   r.files = static_cast<int>(files_.size());
   r.fileSize = w.fileSize;
 
-  const std::uint64_t fill =
-      c.blockSize * static_cast<std::uint64_t>(c.queueDepth) * static_cast<std::uint64_t>(c.threads);
-  std::uint64_t reqSize = w.requestSize ? w.requestSize : std::min(fill, kMaxRequest);
-  reqSize = alignUp(std::max(reqSize, c.blockSize), 4096);
-  reqSize = std::min<std::uint64_t>(reqSize, alignUp(w.fileSize, 4096));
-  // Enough requests outstanding that every ring slot has work while finished ones are reissued.
-  const auto requests = static_cast<std::size_t>(std::max<std::uint64_t>(2, (fill + reqSize - 1) / reqSize + 1));
+  const RequestPlan plan = planRequests(c, w);
+  const std::uint64_t reqSize = plan.size;
+  const std::size_t requests = plan.count;
 
   PinnedBufferPool pool(*device_, requests, reqSize, std::nullopt, c.fixedBuffers);
   OffloadEngine engine(aioFor(c), c.fixedBuffers ? pool.iovecs() : std::vector<iovec>{});
@@ -221,17 +249,20 @@ RunResult Workspace::runSequential(const RunConfig& c) {
   for (const File& f : files_) files.push_back(reopen(f, c));
 
   struct Stream {
-    bool read;
-    std::uint64_t start;   // offset the stream starts at in each file
+    bool read = true;
+    std::uint64_t start = 0;  // offset the stream starts at in each file
     std::uint64_t chunk = 0;
     std::uint64_t issued = 0;
   };
-  std::vector<Stream> streams;
-  if (c.mode != Mode::Write) streams.push_back({true, 0});
-  if (c.mode != Mode::Read) {
-    // With reads and writes together, writes start half a file away from the reads.
-    const std::uint64_t start = c.mode == Mode::ReadWrite ? w.fileSize / 2 / reqSize * reqSize : 0;
-    streams.push_back({false, start});
+  // Sized up front rather than grown with push_back: GCC 12 at -O3 inlines push_back's
+  // reallocation path here and warns, wrongly, that it writes past the new block
+  // (-Wstringop-overflow).
+  std::vector<Stream> streams(c.mode == Mode::ReadWrite ? 2 : 1);
+  streams.front().read = c.mode != Mode::Write;
+  // With reads and writes together, writes start half a file away from the reads.
+  if (c.mode == Mode::ReadWrite) {
+    streams.back().read = false;
+    streams.back().start = w.fileSize / 2 / reqSize * reqSize;
   }
   const std::uint64_t target =
       (w.bytes ? w.bytes : w.fileSize * static_cast<std::uint64_t>(w.files)) / streams.size();
