@@ -68,20 +68,25 @@ struct RequestPlan {
   std::size_t count = 0;
 };
 
-// The rings hold `fill` bytes in flight (block x depth x rings). A finished request is only
-// reissued once this thread has woken up for it, and on a busy machine that takes as long as
-// several transfers; if the requests left outstanding at that moment are all in flight already,
-// slots empty and the drive sees a shallower queue than asked (with two requests of one fill
-// each, reads here ran at 0.6-0.9 of fio's). So besides the fill in flight, at least another
-// fill (or one whole request, when a request is larger) stays queued behind it:
-// (count - 1) x size >= fill + min(size, fill). The rings then always have queue_depth
-// transfers in flight, as fio, which reissues each transfer itself, has iodepth; and the
-// OffloadEngine, whose rings take transfers from the oldest request first whatever request
-// they belong to, keeps its slots full across request boundaries.
+// The rings hold `fill` bytes in flight (block x depth x rings), and a finished request is
+// only reissued once this thread has woken up for it. If at that moment every request still
+// outstanding is already in the rings, a slot that frees before the reissue stays empty and
+// the drive sees a shallower queue than asked. So the requests outstanding hold the fill plus
+// a cushion of one more request queued behind it, (count - 1) x size >= fill + min(size, fill),
+// and the rings (which take transfers from the oldest request first, whichever request they
+// belong to) keep queue_depth transfers in flight across request boundaries, as fio, which
+// reissues each transfer itself, keeps iodepth. By default a request is a quarter of the fill
+// (whole blocks): at depths that are multiples of 4 the cushion is a quarter of the ring and 6
+// requests pin 1.5 fills of memory; before issue 10 two requests of one fill each pinned 2
+// fills with no cushion. Measured on the build VM (docs/offload.md), the old plan already kept
+// 15.5-15.9 of 16 slots busy on average: the cushion is insurance against a late wake-up on a
+// busy machine, not a speed-up there.
 RequestPlan planRequests(const RunConfig& c, const Workload& w) {
-  const std::uint64_t fill =
-      c.blockSize * static_cast<std::uint64_t>(c.queueDepth) * static_cast<std::uint64_t>(c.threads);
-  std::uint64_t size = w.requestSize ? w.requestSize : std::min(fill, kMaxRequest);
+  const std::uint64_t slots =
+      static_cast<std::uint64_t>(c.queueDepth) * static_cast<std::uint64_t>(c.threads);
+  const std::uint64_t fill = c.blockSize * slots;
+  std::uint64_t size = w.requestSize ? w.requestSize
+                                     : std::min(c.blockSize * ((slots + 3) / 4), kMaxRequest);
   size = alignUp(std::max(size, c.blockSize), 4096);
   size = std::min<std::uint64_t>(size, alignUp(w.fileSize, 4096));
   const std::uint64_t ahead = fill + std::min(size, fill);

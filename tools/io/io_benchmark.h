@@ -49,8 +49,9 @@ struct Workload {
   int files = 1;
   double duration = 0;         // seconds; 0: move `bytes` instead
   std::uint64_t bytes = 0;     // per run; 0: every file once (swap pattern: one step)
-  // 0: block_size x queue_depth x threads, at most 256 MiB. Enough requests are kept
-  // outstanding that a fill more than the rings hold is always queued (planRequests).
+  // 0: a quarter of block_size x queue_depth x threads in whole blocks, at most 256 MiB.
+  // Enough requests are kept outstanding that one more is always queued behind what the
+  // rings hold (planRequests).
   std::uint64_t requestSize = 0;
   int requests = 0;  // requests kept outstanding; 0: as planRequests says
   std::uint64_t stripeUnit = 1 << 20;

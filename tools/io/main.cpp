@@ -132,10 +132,11 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--duration", f.duration, "seconds per run (instead of a byte count)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--bytes", f.bytes, "bytes to move per run (default: every file once)");
-  app.add_option("--request-size", f.requestSize, "bytes per request (default: block size x "
-                                                  "queue depth x threads, at most 256M)");
-  app.add_option("--requests", f.requests, "requests kept outstanding (default 0: enough that "
-                                           "the rings never run dry while one is reissued)")
+  app.add_option("--request-size", f.requestSize, "bytes per request (default: a quarter of "
+                                                  "block size x queue depth x threads, in whole "
+                                                  "blocks, at most 256M)");
+  app.add_option("--requests", f.requests, "requests kept outstanding (default 0: the rings' "
+                                           "fill plus one request queued behind it)")
       ->check(CLI::Range(0, 4096));
   app.add_option("--stripe-unit", f.stripeUnit, "stripe unit with several --path");
   app.add_option("--engine", f.engine, "auto, io_uring, threads or null");
