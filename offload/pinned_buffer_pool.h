@@ -56,9 +56,11 @@ class PinnedBufferPool {
   // `bufferSize` is rounded up to a multiple of kPinnedBufferAlignment. `limits`: the budget to check against
   // (read from the system when absent; tests pass their own). `registerWithUring`: the buffers
   // will be registered with io_uring, which charges them to RLIMIT_MEMLOCK on any device.
+  // `hugePages`: on the host device, move the buffers into transparent huge pages where the
+  // kernel can (fewer DMA segments per transfer; see preferHugePages in the .cpp).
   PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,
                    std::optional<PinnedLimits> limits = std::nullopt,
-                   bool registerWithUring = true);
+                   bool registerWithUring = true, bool hugePages = true);
   ~PinnedBufferPool();
   PinnedBufferPool(const PinnedBufferPool&) = delete;
   PinnedBufferPool& operator=(const PinnedBufferPool&) = delete;

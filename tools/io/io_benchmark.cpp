@@ -247,7 +247,7 @@ RunResult Workspace::runSequential(const RunConfig& c) {
   const std::uint64_t reqSize = plan.size;
   const std::size_t requests = plan.count;
 
-  PinnedBufferPool pool(*device_, requests, reqSize, std::nullopt, c.fixedBuffers);
+  PinnedBufferPool pool(*device_, requests, reqSize, std::nullopt, c.fixedBuffers, w.hugePages);
   OffloadEngine engine(aioFor(c), c.fixedBuffers ? pool.iovecs() : std::vector<iovec>{});
   r.engine = engine.describe();
   std::vector<std::shared_ptr<offload::OffloadFile>> files;
@@ -383,7 +383,8 @@ RunResult Workspace::runSwap(const RunConfig& c) {
     std::vector<std::shared_ptr<offload::OffloadFile>> state;  // param, exp_avg, exp_avg_sq
     std::vector<std::uint32_t> ids;
     try {
-      pool = std::make_unique<PinnedBufferPool>(*device_, 6, tile, std::nullopt, c.fixedBuffers);
+      pool = std::make_unique<PinnedBufferPool>(*device_, 6, tile, std::nullopt, c.fixedBuffers,
+                                                w.hugePages);
       engine = std::make_unique<OffloadEngine>(
           aioFor(c), c.fixedBuffers ? pool->iovecs() : std::vector<iovec>{});
       for (int k = 0; k < 3; ++k) {

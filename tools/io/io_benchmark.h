@@ -56,6 +56,7 @@ struct Workload {
   int requests = 0;  // requests kept outstanding; 0: as planRequests says
   std::uint64_t stripeUnit = 1 << 20;
   bool verify = false;
+  bool hugePages = true;  // pinned buffers in transparent huge pages where the kernel can
   bool swapPattern = false;
   int ranks = 4;
   std::uint64_t tileSize = 16 << 20;

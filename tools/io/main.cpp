@@ -103,7 +103,7 @@ struct Flags {
   bool json = false, csv = false, quiet = false;
   int files = 1, ranks = 4, requests = 0;
   double duration = 0;
-  std::string pattern = "seq", engine = "auto", plot, configFile;
+  std::string pattern = "seq", engine = "auto", plot, configFile, hugePages = "on";
 };
 
 void addFlags(CLI::App& app, Flags& f) {
@@ -138,6 +138,9 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--requests", f.requests, "requests kept outstanding (default 0: the rings' "
                                            "fill plus one request queued behind it)")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--huge-pages", f.hugePages, "pinned buffers in transparent huge pages where "
+                                              "the kernel can: on or off")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--stripe-unit", f.stripeUnit, "stripe unit with several --path");
   app.add_option("--engine", f.engine, "auto, io_uring, threads or null");
   app.add_flag("--sweep", f.sweep, "run every combination of the lists; table best first");
@@ -196,6 +199,7 @@ Workload workloadFrom(const CLI::App& app, const Flags& f) {
   w.requests = f.requests;
   w.stripeUnit = parseBytes(f.stripeUnit, "--stripe-unit");
   w.verify = f.verify;
+  w.hugePages = f.hugePages == "on";
   w.swapPattern = swap;
   w.ranks = f.ranks;
   w.tileSize = parseBytes(f.tileSize, "--tile-size");

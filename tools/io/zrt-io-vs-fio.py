@@ -7,15 +7,19 @@ goes first, for several rounds. fio gets every advantage zrt-io uses and then so
 comparison is against fio at its best: --ioengine=io_uring --direct=1 --fixedbufs (registered
 buffers, as zrt-io's pinned pool is) --registerfiles (a fixed-file table, which zrt-io does not
 use) --hipri=0 (interrupt-driven completions, as zrt-io's rings; polling needs poll queues the
-drive may not have). --fio-plain drops --fixedbufs and --registerfiles (the figures before issue
-10). Prints per-round figures and, per setting, the median GB/s of each tool with its spread
+drive may not have), and its buffers in transparent huge pages, as zrt-io's pinned pool moves
+its own into them (GLIBC_TUNABLES=glibc.malloc.hugetlb=1: fio's malloc'ed buffers are
+madvise'd for THP; physically contiguous buffers take one DMA segment per huge page instead of
+one per 4 KiB page, which on a virtio disk decides the read speed). --no-huge-pages gives
+neither tool huge pages (zrt-io --huge-pages off); --fio-plain drops --fixedbufs and
+--registerfiles (the figures before issue 10 had both off). Prints per-round figures and, per setting, the median GB/s of each tool with its spread
 (min-max) and the median of the per-round ratios zrt-io / fio, against the target (0.95 by
 default). Both tools work on the same file (the same extents on the same drive), laid out once
 by fio (written and fsync'ed, not timed).
 
 Usage: zrt-io-vs-fio.py --path DIR [--zrt-io BIN] [--size 1G] [--rounds 5]
                         [--block-sizes 1M,8M] [--queue-depth 8[,16,32]] [--modes read,write]
-                        [--fio-plain] [--json OUT]
+                        [--no-huge-pages] [--fio-plain] [--json OUT]
 Exit status: 0 when every ratio meets the target, 1 when one does not, 2 on bad use.
 """
 import argparse
@@ -40,7 +44,16 @@ def zrt_command(args, mode, bs, qd, fname):
     # with enough outstanding that the ring stays full (as fio keeps iodepth in flight).
     return [args.zrt_io, "--filename", fname, "--size", args.size, "--block-size", bs,
             "--queue-depth", str(qd), "--threads", "1", "--fixed-buffers", "on",
+            "--huge-pages", "off" if args.no_huge_pages else "on",
             "--mode", mode, "--json", "--quiet"]
+
+
+def fio_env(args):
+    env = dict(os.environ)
+    if not args.no_huge_pages:
+        tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t]
+        env["GLIBC_TUNABLES"] = ":".join(tunables + ["glibc.malloc.hugetlb=1"])
+    return env
 
 
 def fio_command(args, mode, bs, qd, fname):
@@ -60,7 +73,7 @@ def run_zrt(args, mode, bs, qd, fname):
 
 def run_fio(args, mode, bs, qd, fname):
     out = subprocess.run(fio_command(args, mode, bs, qd, fname), check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=fio_env(args)).stdout
     # fio may print warnings before the JSON document.
     doc = json.loads(out[out.index("{"):])
     return doc["jobs"][0][mode]["bw_bytes"] / 1e9
@@ -77,6 +90,8 @@ def main():
                    help="queue depth for both tools; a comma list runs each")
     p.add_argument("--fio-plain", action="store_true",
                    help="fio without --fixedbufs --registerfiles")
+    p.add_argument("--no-huge-pages", action="store_true",
+                   help="neither tool's buffers in transparent huge pages")
     p.add_argument("--modes", default="read,write")
     p.add_argument("--target", type=float, default=0.95)
     p.add_argument("--json", help="also write every figure to this file")
@@ -105,9 +120,13 @@ def main():
     fname = os.path.join(workdir, "shared.dat")
     results = []
     try:
-        run_fio(args, "write", "1M", depths[0], fname)  # lays the file out (fio fsyncs it)
+        # Lays the file out (fio fsyncs it after creating).
+        subprocess.run(fio_command(args, "write", "1M", depths[0], fname), check=True,
+                       capture_output=True)
         print("zrt-io: " + " ".join(zrt_command(args, "MODE", "BS", "QD", fname)))
-        print("fio:    " + " ".join(fio_command(args, "MODE", "BS", "QD", fname)), flush=True)
+        tun = "" if args.no_huge_pages else "GLIBC_TUNABLES=%s " % fio_env(args)["GLIBC_TUNABLES"]
+        print("fio:    " + tun + " ".join(fio_command(args, "MODE", "BS", "QD", fname)),
+              flush=True)
         for mode in args.modes.split(","):
             for qd in depths:
                 for bs in args.block_sizes.split(","):
@@ -129,8 +148,9 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
 
     print()
-    print("zrt-io vs fio (--ioengine=io_uring --direct=1 --hipri=0%s), size %s, %d rounds; "
+    print("zrt-io vs fio (--ioengine=io_uring --direct=1 --hipri=0%s%s), size %s, %d rounds; "
           "medians with min-max" % ("" if args.fio_plain else " --fixedbufs=1 --registerfiles=1",
+                                    "" if args.no_huge_pages else ", both in huge pages",
                                     args.size, args.rounds))
     print("%-6s %-3s %-4s %-24s %-24s %-22s %s" % ("mode", "qd", "bs", "zrt-io GB/s", "fio GB/s",
                                                    "ratio zrt-io/fio", "target"))
@@ -151,7 +171,8 @@ def main():
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"size": args.size, "queue_depths": depths, "rounds": args.rounds,
-                       "fio_plain": args.fio_plain, "results": results}, out, indent=2)
+                       "fio_plain": args.fio_plain, "huge_pages": not args.no_huge_pages,
+                       "results": results}, out, indent=2)
     return 0 if all_met else 1
 
 
