@@ -94,14 +94,29 @@ PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_
               bufferSize, " overflows 64 bits");
   }
   bufferSize_ = alignUp(bufferSize, kPinnedBufferAlignment);
+  // Huge pages for host pools of at least one: the buffers start on a huge-page boundary and
+  // the pool is padded to whole huge pages, so every buffer lies in pages that can be
+  // collapsed (io_uring coalesces a registered buffer only when all of its pages are huge).
+  // The padding, under two huge pages, is pinned and charged like the rest.
+  const std::size_t huge =
+      hugePages && device.kind() == DeviceKind::Host ? hugePageSize() : 0;
+  const bool aligned = huge != 0 && total >= huge && total <= SIZE_MAX / 2;
+  const std::uint64_t span = aligned ? alignUp(total, huge) : total;
+  const std::uint64_t bytes = aligned ? span + huge - kPinnedBufferAlignment : total;
   const bool memlock = device.kind() == DeviceKind::Host || registerWithUring;
-  checkPinnedBudget(total,
+  checkPinnedBudget(bytes,
                     zrt::detail::cat("pinned swap buffers (buffer_count ", count_,
                                      " x buffer_size ", formatBytes(bufferSize_), ")"),
                     limits ? *limits : readPinnedLimits(), memlock);
-  memory_ = device.allocatePinned(total, MemTag::SwapBuffers);
-  if (hugePages && device.kind() == DeviceKind::Host)
-    preferHugePages(memory_.as<std::byte>(), total);
+  memory_ = device.allocatePinned(bytes, MemTag::SwapBuffers);
+  base_ = memory_.as<std::byte>();
+  if (aligned) {
+    // The device's pinned memory is page-aligned, so the next huge-page boundary is at most
+    // huge - 4 KiB in, and the aligned span still ends inside the allocation.
+    base_ += alignUp(reinterpret_cast<std::uintptr_t>(base_), huge) -
+             reinterpret_cast<std::uintptr_t>(base_);
+    preferHugePages(base_, span);
+  }
   free_.reserve(count_);
   for (std::size_t i = count_; i-- > 0;) free_.push_back(i);
 }

@@ -72,7 +72,7 @@ class PinnedBufferPool {
   std::size_t count() const { return count_; }
   std::size_t bufferSize() const { return bufferSize_; }
   std::size_t available() const;
-  std::byte* buffer(std::size_t i) const { return memory_.as<std::byte>() + i * bufferSize_; }
+  std::byte* buffer(std::size_t i) const { return base_ + i * bufferSize_; }
   std::vector<iovec> iovecs() const;
 
  private:
@@ -81,6 +81,7 @@ class PinnedBufferPool {
   std::size_t count_;
   std::size_t bufferSize_;
   DeviceMemory memory_;
+  std::byte* base_ = nullptr;  // the first buffer: memory_, or its first huge-page boundary
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::size_t> free_;
