@@ -33,11 +33,12 @@ std::size_t hugePageSize() {
 // a virtio disk limited to 254 segments splits each 1 MiB transfer in two and may hold only
 // one such request in its ring at a time, an NVMe drive reads a PRP entry per page, an IOMMU
 // maps each. io_uring registers a buffer made of huge pages as one segment per huge page, so a
-// 1 MiB transfer is one segment. On the build VM this alone took zrt-io's 1 MiB reads at depth
-// 16 from 1.06-1.36 GB/s to 1.54-1.91 (docs/offload.md). MADV_COLLAPSE (Linux 6.1) moves the
-// pages, already faulted in and locked, into huge pages now (about 30 ms for 48 MiB here);
-// best effort: without it, with THP set to never, or with no huge page free, the pool keeps
-// 4 KiB pages and works as before. Host memory only: GPU drivers map and pin their own.
+// 1 MiB transfer is one segment. On the build VM, with only part of zrt-io's pool in huge pages,
+// its 1 MiB reads at depth 16 went from 1.06-1.36 GB/s to 1.54-1.91 (docs/offload.md).
+// MADV_COLLAPSE (Linux 6.1) moves the pages, already faulted in and locked, into huge pages
+// now (about 30 ms for 48 MiB here); best effort: without it, with THP set to never, or with
+// no huge page free, the pool keeps 4 KiB pages and works as before. Host memory only: GPU
+// drivers map and pin their own.
 void preferHugePages(std::byte* p, std::size_t bytes) {
   const std::size_t huge = hugePageSize();
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
