@@ -2,7 +2,10 @@
 // memory, allocated once through the Device (cudaHostAlloc on GPUs, mlock on the host device)
 // and charged to the ledger as MemTag::SwapBuffers. The pinned-memory budget is checked before
 // allocating. Buffers are lent out as move-only leases; iovecs() gives the regions to register
-// with the OffloadEngine as fixed buffers.
+// with the OffloadEngine as fixed buffers. On the host device, a pool of at least one
+// transparent huge page is aligned to and padded to whole huge pages and moved into them (fewer
+// DMA segments per transfer): it pins up to two huge pages (4 MiB on x86-64) more than
+// count x size, charged to the ledger like the rest; zrt-plan's estimate does not count them.
 // Thread-safety: acquire/tryAcquire/available and lease destruction from any thread. The pool
 // must outlive its leases.
 #pragma once
