@@ -19,6 +19,12 @@ done
   >/dev/null || fail "--verify --buffered"
 "$zio" --path "$dir" --size 4M --block-size 64K --engine threads --mode rw --verify --quiet \
   >/dev/null || fail "--verify --engine threads"
+# Requests smaller than a ring's fill (each ring holds pieces of several), and a chosen count
+# of them outstanding, down to one at a time.
+for n in 0 1 7; do
+  "$zio" --path "$dir" --size 4M --block-size 64K --queue-depth 4 --request-size 192K \
+    --requests "$n" --mode rw --verify --quiet >/dev/null || fail "--request-size 192K --requests $n"
+done
 
 # JSON lines carry the documented keys; bytes and GB/s agree with seconds.
 out=$("$zio" --path "$dir" --size 8M --block-size 1M,2M --queue-depth 2,4 --mode read,write \
@@ -29,10 +35,12 @@ lines = [json.loads(l) for l in sys.stdin if l.strip()]
 assert len(lines) == 8, len(lines)
 for j in lines:
     for k in ("mode", "block_size", "queue_depth", "threads", "bytes", "seconds", "gbps",
-              "iops", "p50_us", "p99_us"):
+              "iops", "p50_us", "p99_us", "mean_in_flight"):
         assert k in j, k
     assert j["bytes"] == 8 << 20, j
     assert abs(j["gbps"] - j["bytes"] / j["seconds"] / 1e9) < 1e-6 * max(1, j["gbps"]), j
+    # Slots held on average: never more than the rings have.
+    assert 0 < j["mean_in_flight"] <= j["queue_depth"] * j["threads"] + 1e-9, j
 assert {(j["mode"], j["block_size"], j["queue_depth"]) for j in lines} == {
     (m, b, q) for m in ("read", "write") for b in (1 << 20, 2 << 20) for q in (2, 4)}
 ' || fail "--json output"

@@ -49,9 +49,14 @@ struct Workload {
   int files = 1;
   double duration = 0;         // seconds; 0: move `bytes` instead
   std::uint64_t bytes = 0;     // per run; 0: every file once (swap pattern: one step)
-  std::uint64_t requestSize = 0;  // 0: block_size x queue_depth x threads, at most 256 MiB
+  // 0: a quarter of block_size x queue_depth x threads in whole blocks, at most 256 MiB.
+  // Enough requests are kept outstanding that one more is always queued behind what the
+  // rings hold (planRequests).
+  std::uint64_t requestSize = 0;
+  int requests = 0;  // requests kept outstanding; 0: as planRequests says
   std::uint64_t stripeUnit = 1 << 20;
   bool verify = false;
+  bool hugePages = true;  // pinned buffers in transparent huge pages where the kernel can
   bool swapPattern = false;
   int ranks = 4;
   std::uint64_t tileSize = 16 << 20;
@@ -75,6 +80,9 @@ struct RunResult {
   double iops = 0;      // transfers per second
   double p50us = 0;     // per-transfer latency percentiles
   double p99us = 0;
+  // Transfers in flight on average over the run (mean latency x transfers per second): the
+  // depth the drive really saw; queue_depth x threads when the rings never ran dry.
+  double meanInFlight = 0;
   double stepP50ms = 0;  // swap pattern: time per tile step
   double stepP99ms = 0;
   std::uint64_t verifiedBytes = 0;

@@ -93,65 +93,243 @@ std::vector<bool> onOffList(const std::vector<std::string>& items, const char* f
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"zrt-io: offload I/O stress test and tuner (ZRT's io_uring engine)"};
-  app.set_version_flag("--version", ZRT_VERSION_STRING);
-  app.option_defaults()->always_capture_default();
-
+// Every flag as given on the command line (defaults where not), before it is checked.
+struct Flags {
   std::vector<std::string> paths, filenames;
   std::string size = "1G", bytes = "0", requestSize = "0", stripeUnit = "1M", tileSize = "16M";
   std::vector<std::string> blockSizes{"1M"}, queueDepths{"8"}, threads{"1"}, modes{"read"},
       fixedBuffers{"on"};
   bool buffered = false, singleSubmit = false, sweep = false, tune = false, verify = false;
   bool json = false, csv = false, quiet = false;
-  int files = 1, ranks = 4;
+  int files = 1, ranks = 4, requests = 0;
   double duration = 0;
-  std::string pattern = "seq", engine = "auto", plot, configFile;
+  std::string pattern = "seq", engine = "auto", plot, configFile, hugePages = "on";
+};
 
-  app.add_option("--path", paths, "directory for the test files; several (repeat or comma "
-                                  "list) stripe each file over them")
+void addFlags(CLI::App& app, Flags& f) {
+  app.set_version_flag("--version", ZRT_VERSION_STRING);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--path", f.paths, "directory for the test files; several (repeat or comma "
+                                    "list) stripe each file over them")
       ->delimiter(',');
-  app.add_option("--filename", filenames, "use these files instead (created and laid out when "
-                                          "missing or short, kept afterwards), like fio's")
+  app.add_option("--filename", f.filenames, "use these files instead (created and laid out "
+                                            "when missing or short, kept afterwards), like fio's")
       ->delimiter(',');
-  app.add_option("--size", size, "size of each file (K, M, G suffixes)");
-  app.add_option("--block-size", blockSizes, "transfer size; a comma list to sweep")
+  app.add_option("--size", f.size, "size of each file (K, M, G suffixes)");
+  app.add_option("--block-size", f.blockSizes, "transfer size; a comma list to sweep")
       ->delimiter(',');
-  app.add_option("--queue-depth", queueDepths, "transfers in flight per ring; a list to sweep")->delimiter(',');
-  app.add_option("--threads", threads, "intra_op_parallelism: rings sharing each request; a "
-                                       "list to sweep")->delimiter(',');
-  app.add_option("--mode", modes, "read, write or rw (read while writing); a list to sweep")
+  app.add_option("--queue-depth", f.queueDepths, "transfers in flight per ring; a list to sweep")
       ->delimiter(',');
-  app.add_flag("--buffered", buffered, "buffered I/O through the page cache (default O_DIRECT)");
-  app.add_flag("--single-submit", singleSubmit, "submit each transfer on its own");
-  app.add_option("--fixed-buffers", fixedBuffers, "registered buffers: on, off, or on,off to "
-                                                  "sweep")->delimiter(',');
-  app.add_option("--files", files, "number of files")->check(CLI::Range(1, 4096));
-  app.add_option("--duration", duration, "seconds per run (instead of a byte count)")
+  app.add_option("--threads", f.threads, "intra_op_parallelism: rings sharing each request; a "
+                                         "list to sweep")->delimiter(',');
+  app.add_option("--mode", f.modes, "read, write or rw (read while writing); a list to sweep")
+      ->delimiter(',');
+  app.add_flag("--buffered", f.buffered, "buffered I/O through the page cache (default O_DIRECT)");
+  app.add_flag("--single-submit", f.singleSubmit, "submit each transfer on its own");
+  app.add_option("--fixed-buffers", f.fixedBuffers, "registered buffers: on, off, or on,off to "
+                                                    "sweep")->delimiter(',');
+  app.add_option("--files", f.files, "number of files")->check(CLI::Range(1, 4096));
+  app.add_option("--duration", f.duration, "seconds per run (instead of a byte count)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--bytes", bytes, "bytes to move per run (default: every file once)");
-  app.add_option("--request-size", requestSize, "bytes per request (default: block size x "
-                                                "queue depth x threads, at most 256M)");
-  app.add_option("--stripe-unit", stripeUnit, "stripe unit with several --path");
-  app.add_option("--engine", engine, "auto, io_uring, threads or null");
-  app.add_flag("--sweep", sweep, "run every combination of the lists; table best first");
-  app.add_flag("--tune", tune, "sweep (default lists where none given) and print the best "
-                               "setting as a DeepSpeed aio section");
-  app.add_flag("--verify", verify, "write patterns and check every byte read back");
-  app.add_option("--pattern", pattern, "seq (streams) or swap (an offloaded optimizer step)")->check(CLI::IsMember({"seq", "swap"}));
-  app.add_option("--ranks", ranks, "swap pattern: ranks stepping at once")
+  app.add_option("--bytes", f.bytes, "bytes to move per run (default: every file once)");
+  app.add_option("--request-size", f.requestSize, "bytes per request (default: a quarter of "
+                                                  "block size x queue depth x threads, in whole "
+                                                  "blocks, at most 256M)");
+  app.add_option("--requests", f.requests, "requests kept outstanding (default 0: the rings' "
+                                           "fill plus one request queued behind it)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--huge-pages", f.hugePages, "pinned buffers in transparent huge pages where "
+                                              "the kernel can: on or off")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--stripe-unit", f.stripeUnit, "stripe unit with several --path");
+  app.add_option("--engine", f.engine, "auto, io_uring, threads or null");
+  app.add_flag("--sweep", f.sweep, "run every combination of the lists; table best first");
+  app.add_flag("--tune", f.tune, "sweep (default lists where none given) and print the best "
+                                 "setting as a DeepSpeed aio section");
+  app.add_flag("--verify", f.verify, "write patterns and check every byte read back");
+  app.add_option("--pattern", f.pattern, "seq (streams) or swap (an offloaded optimizer step)")
+      ->check(CLI::IsMember({"seq", "swap"}));
+  app.add_option("--ranks", f.ranks, "swap pattern: ranks stepping at once")
       ->check(CLI::Range(1, 256));
-  app.add_option("--tile-size", tileSize, "swap pattern: bytes per tile of each state file");
-  app.add_flag("--json", json, "one JSON object per line per result");
-  app.add_flag("--csv", csv, "CSV with a header line");
-  app.add_option("--plot", plot, "write an SVG of GB/s against block size and queue depth");
-  app.add_flag("--quiet", quiet, "no progress or layout messages");
-  app.add_option("--config", configFile, "a DeepSpeed/ZRT config: its aio section is the "
-                                          "setting to run (flags given override it), its "
-                                          "nvme_path the default --path");
+  app.add_option("--tile-size", f.tileSize, "swap pattern: bytes per tile of each state file");
+  app.add_flag("--json", f.json, "one JSON object per line per result");
+  app.add_flag("--csv", f.csv, "CSV with a header line");
+  app.add_option("--plot", f.plot, "write an SVG of GB/s against block size and queue depth");
+  app.add_flag("--quiet", f.quiet, "no progress or layout messages");
+  app.add_option("--config", f.configFile, "a DeepSpeed/ZRT config: its aio section is the "
+                                            "setting to run (flags given override it), its "
+                                            "nvme_path the default --path");
+}
 
+// --config: the config's aio section, as training will read it (use_gds warned about), stands
+// in for the setting flags not given, and its nvme_path for a missing --path.
+void applyConfigFile(const CLI::App& app, Flags& f) {
+  if (f.configFile.empty()) return;
+  const Config cfg = loadConfig(f.configFile, 1);
+  const offload::AioOptions aio = offload::aioOptionsFrom(cfg.aio);
+  if (app.count("--block-size") == 0) f.blockSizes = {std::to_string(aio.block_size)};
+  if (app.count("--queue-depth") == 0) f.queueDepths = {std::to_string(aio.queue_depth)};
+  if (app.count("--threads") == 0) f.threads = {std::to_string(aio.intra_op_parallelism)};
+  if (app.count("--single-submit") == 0) f.singleSubmit = aio.single_submit;
+  if (f.paths.empty() && f.filenames.empty()) {
+    const auto& zo = cfg.zero_optimization;
+    f.paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
+                                                       : zo.offload_param.nvme_path;
+    if (f.paths.empty()) ZRT_THROW(InvalidArgument, f.configFile, " has no nvme_path: give --path");
+  }
+}
+
+// What every run shares: where the files are, how large, how much to move.
+Workload workloadFrom(const CLI::App& app, const Flags& f) {
+  if (f.paths.empty() == f.filenames.empty())
+    ZRT_THROW(InvalidArgument, "give either --path DIR or --filename FILE");
+  if (!f.filenames.empty() && app.count("--files") > 0)
+    ZRT_THROW(InvalidArgument, "--files goes with --path; with --filename, list the files");
+  Workload w;
+  const bool swap = f.pattern == "swap";
+  w.paths.assign(f.paths.begin(), f.paths.end());
+  w.namedFiles.assign(f.filenames.begin(), f.filenames.end());
+  w.files = f.filenames.empty() ? f.files : static_cast<int>(f.filenames.size());
+  // The swap pattern makes 3 files per rank: a smaller default size keeps it quick.
+  const std::string size = swap && app.count("--size") == 0 ? "128M" : f.size;
+  w.fileSize = parseBytes(size, "--size");
+  w.duration = f.duration;
+  w.bytes = parseBytes(f.bytes, "--bytes");
+  w.requestSize = parseBytes(f.requestSize, "--request-size");
+  w.requests = f.requests;
+  w.stripeUnit = parseBytes(f.stripeUnit, "--stripe-unit");
+  w.verify = f.verify;
+  w.hugePages = f.hugePages == "on";
+  w.swapPattern = swap;
+  w.ranks = f.ranks;
+  w.tileSize = parseBytes(f.tileSize, "--tile-size");
+  w.quiet = f.quiet || f.json || f.csv;
+  if (w.fileSize % 4096 != 0) ZRT_THROW(InvalidArgument, "--size must be a multiple of 4K");
+  if (w.stripeUnit == 0 || w.stripeUnit % 4096 != 0)
+    ZRT_THROW(InvalidArgument, "--stripe-unit must be a positive multiple of 4K");
+  return w;
+}
+
+// The settings to run: every combination of the lists (with --tune, ds_nvme_tune's grid around
+// DeepSpeed's defaults for the lists not given), each checked as the engine would.
+std::vector<RunConfig> settingsFrom(const CLI::App& app, Flags f) {
+  const bool swap = f.pattern == "swap";
+  if (f.tune) {
+    if (app.count("--block-size") == 0) f.blockSizes = {"256K,1M,4M,8M"};
+    if (app.count("--queue-depth") == 0) f.queueDepths = {"4,8,16,32"};
+    if (app.count("--threads") == 0) f.threads = {"1,2"};
+    if (app.count("--mode") == 0 && !swap) f.modes = {"read,write"};
+  }
+  const auto bs = byteList(f.blockSizes, "--block-size");
+  const auto qds = intList(f.queueDepths, "--queue-depth", 1, 4096);
+  const auto ths = intList(f.threads, "--threads", 1, 256);
+  const auto fixed = onOffList(f.fixedBuffers, "--fixed-buffers");
+  std::vector<Mode> ms;
+  if (swap) ms = {Mode::Swap};
+  else for (const auto& m : splitList(f.modes)) ms.push_back(parseMode(m));
+  const offload::EngineKind kind = offload::parseEngineKind(f.engine);
+  std::vector<RunConfig> configs;
+  for (Mode m : ms)
+    for (auto b : bs)
+      for (int q : qds)
+        for (int t : ths)
+          for (bool fx : fixed) {
+            RunConfig c;
+            c.mode = m;
+            c.blockSize = b;
+            c.queueDepth = q;
+            c.threads = t;
+            c.singleSubmit = f.singleSubmit;
+            c.fixedBuffers = fx;
+            c.buffered = f.buffered;
+            c.engine = kind;
+            offload::AioOptions probe;
+            probe.block_size = b;
+            probe.queue_depth = q;
+            probe.intra_op_parallelism = t;
+            offload::validate(probe);
+            if (f.tune) checkTunable(b, q, t);
+            configs.push_back(c);
+          }
+  if (configs.size() > 1 && !f.sweep && !f.tune)
+    ZRT_THROW(InvalidArgument, "lists of values give ", configs.size(),
+              " settings: add --sweep (or --tune) to run them all");
+  return configs;
+}
+
+// Runs each setting in turn; JSON and CSV lines go out as each finishes, so a long sweep shows
+// its results as it goes.
+std::vector<RunResult> runAll(Workspace& ws, const std::vector<RunConfig>& configs,
+                              const Flags& f) {
+  std::vector<RunResult> results;
+  const bool progress = (f.sweep || f.tune) && !f.quiet;
+  ProgressBar bar(configs.size());
+  if (f.csv) std::cout << csvHeader() << '\n';
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const RunConfig& c = configs[i];
+    if (progress) {
+      bar.update(i, zrt::detail::cat(nameOf(c.mode), " bs ", formatBytes(c.blockSize), " qd ",
+                                     c.queueDepth, " threads ", c.threads));
+    }
+    results.push_back(ws.run(c));
+    const RunResult& r = results.back();
+    if (f.json) std::cout << toJson(r).dump() << std::endl;
+    if (f.csv) std::cout << toCsv(r) << std::endl;
+  }
+  if (progress) {
+    bar.update(configs.size(), "done");
+    bar.finish();
+  }
+  return results;
+}
+
+// The human table (stderr under --tune, whose stdout carries only the aio section, ready to
+// paste or pipe), --tune's section and --plot's SVG.
+void reportResults(const std::vector<RunResult>& results, const Flags& f, const Workload& w) {
+  if (!f.json && !f.csv) {
+    std::ostream& out = f.tune ? std::cerr : std::cout;
+    out << table(results);
+    // One run: the engine's full description; a sweep: only which engine (the rest varies).
+    if (results.size() == 1) out << "engine: " << results.front().engine << '\n';
+    else if (!results.empty())
+      out << "engine: " << results.front().engine.substr(0, results.front().engine.find(':'))
+          << '\n';
+  }
+  if (f.tune) {
+    std::string summary;
+    const auto section = tuneSection(results, &summary);
+    std::fprintf(stderr, "zrt-io: %s\n", summary.c_str());
+    std::cout << section.dump(2) << '\n';
+  }
+  if (!f.plot.empty()) {
+    std::ofstream out(f.plot);
+    out << plotSvg(results);
+    if (!out) ZRT_THROW(IoError, "cannot write the plot to '", f.plot, "'");
+    if (!w.quiet) std::fprintf(stderr, "zrt-io: plot written to %s\n", f.plot.c_str());
+  }
+}
+
+// Exit status 1 when any byte read back was wrong, naming the first; "verify ok" otherwise.
+int verifyStatus(const std::vector<RunResult>& results, const Flags& f, const Workload& w) {
+  std::uint64_t errors = 0;
+  std::uint64_t checked = 0;
+  for (const auto& r : results) {
+    errors += r.verifyErrors;
+    checked += r.verifiedBytes;
+    if (!r.firstVerifyError.empty())
+      std::fprintf(stderr, "zrt-io: verify FAILED: %s\n", r.firstVerifyError.c_str());
+  }
+  if (f.verify && errors == 0 && !w.quiet)
+    std::fprintf(stderr, "zrt-io: verify ok: %s checked\n", formatBytes(checked).c_str());
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"zrt-io: offload I/O stress test and tuner (ZRT's io_uring engine)"};
+  Flags flags;
+  addFlags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -165,90 +343,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::vector<RunConfig> configs;
   Workload w;
+  std::vector<RunConfig> configs;
   try {
-    if (json && csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
-    if (!configFile.empty()) {
-      const Config cfg = loadConfig(configFile, 1);
-      // The engine's reading of the aio section, as training will use it (use_gds warned about).
-      const offload::AioOptions aio = offload::aioOptionsFrom(cfg.aio);
-      if (app.count("--block-size") == 0) blockSizes = {std::to_string(aio.block_size)};
-      if (app.count("--queue-depth") == 0) queueDepths = {std::to_string(aio.queue_depth)};
-      if (app.count("--threads") == 0) threads = {std::to_string(aio.intra_op_parallelism)};
-      if (app.count("--single-submit") == 0) singleSubmit = aio.single_submit;
-      if (paths.empty() && filenames.empty()) {
-        const auto& zo = cfg.zero_optimization;
-        paths = !zo.offload_optimizer.nvme_path.empty() ? zo.offload_optimizer.nvme_path
-                                                         : zo.offload_param.nvme_path;
-        if (paths.empty())
-          ZRT_THROW(InvalidArgument, configFile, " has no nvme_path: give --path");
-      }
-    }
-    if (paths.empty() == filenames.empty())
-      ZRT_THROW(InvalidArgument, "give either --path DIR or --filename FILE");
-    if (!filenames.empty() && app.count("--files") > 0)
-      ZRT_THROW(InvalidArgument, "--files goes with --path; with --filename, list the files");
-    const bool swap = pattern == "swap";
-    w.paths.assign(paths.begin(), paths.end());
-    w.namedFiles.assign(filenames.begin(), filenames.end());
-    if (!filenames.empty()) files = static_cast<int>(filenames.size());
-    if (swap && app.count("--size") == 0) size = "128M";  // 3 x ranks files of this
-    w.fileSize = parseBytes(size, "--size");
-    w.files = files;
-    w.duration = duration;
-    w.bytes = parseBytes(bytes, "--bytes");
-    w.requestSize = parseBytes(requestSize, "--request-size");
-    w.stripeUnit = parseBytes(stripeUnit, "--stripe-unit");
-    w.verify = verify;
-    w.swapPattern = swap;
-    w.ranks = ranks;
-    w.tileSize = parseBytes(tileSize, "--tile-size");
-    w.quiet = quiet || json || csv;
-    if (w.fileSize % 4096 != 0) ZRT_THROW(InvalidArgument, "--size must be a multiple of 4K");
-    if (w.stripeUnit == 0 || w.stripeUnit % 4096 != 0)
-      ZRT_THROW(InvalidArgument, "--stripe-unit must be a positive multiple of 4K");
-
-    if (tune) {
-      // ds_nvme_tune's idea: a grid around DeepSpeed's defaults unless lists were given.
-      if (app.count("--block-size") == 0) blockSizes = {"256K,1M,4M,8M"};
-      if (app.count("--queue-depth") == 0) queueDepths = {"4,8,16,32"};
-      if (app.count("--threads") == 0) threads = {"1,2"};
-      if (app.count("--mode") == 0 && !swap) modes = {"read,write"};
-    }
-    const auto bs = byteList(blockSizes, "--block-size");
-    const auto qds = intList(queueDepths, "--queue-depth", 1, 4096);
-    const auto ths = intList(threads, "--threads", 1, 256);
-    const auto fixed = onOffList(fixedBuffers, "--fixed-buffers");
-    std::vector<Mode> ms;
-    if (swap) ms = {Mode::Swap};
-    else for (const auto& m : splitList(modes)) ms.push_back(parseMode(m));
-    const offload::EngineKind kind = offload::parseEngineKind(engine);
-    for (Mode m : ms)
-      for (auto b : bs)
-        for (int q : qds)
-          for (int t : ths)
-            for (bool f : fixed) {
-              RunConfig c;
-              c.mode = m;
-              c.blockSize = b;
-              c.queueDepth = q;
-              c.threads = t;
-              c.singleSubmit = singleSubmit;
-              c.fixedBuffers = f;
-              c.buffered = buffered;
-              c.engine = kind;
-              offload::AioOptions probe;
-              probe.block_size = b;
-              probe.queue_depth = q;
-              probe.intra_op_parallelism = t;
-              offload::validate(probe);
-              if (tune) checkTunable(b, q, t);
-              configs.push_back(c);
-            }
-    if (configs.size() > 1 && !sweep && !tune)
-      ZRT_THROW(InvalidArgument, "lists of values give ", configs.size(),
-                " settings: add --sweep (or --tune) to run them all");
+    if (flags.json && flags.csv) ZRT_THROW(InvalidArgument, "--json and --csv: pick one");
+    applyConfigFile(app, flags);
+    w = workloadFrom(app, flags);
+    configs = settingsFrom(app, flags);
   } catch (const InvalidArgument& e) {
     std::fprintf(stderr, "zrt-io: %s\n", e.what());
     return 2;
@@ -256,59 +357,9 @@ int main(int argc, char** argv) {
 
   try {
     Workspace ws(w);
-    std::vector<RunResult> results;
-    const bool progress = (sweep || tune) && !quiet;
-    ProgressBar bar(configs.size());
-    if (csv) std::cout << csvHeader() << '\n';
-    for (std::size_t i = 0; i < configs.size(); ++i) {
-      const RunConfig& c = configs[i];
-      if (progress) {
-        bar.update(i, zrt::detail::cat(nameOf(c.mode), " bs ", formatBytes(c.blockSize), " qd ",
-                                       c.queueDepth, " threads ", c.threads));
-      }
-      results.push_back(ws.run(c));
-      const RunResult& r = results.back();
-      if (json) std::cout << toJson(r).dump() << std::endl;
-      if (csv) std::cout << toCsv(r) << std::endl;
-    }
-    if (progress) {
-      bar.update(configs.size(), "done");
-      bar.finish();
-    }
-    if (!json && !csv) {
-      // With --tune, stdout carries only the aio section, ready to paste or pipe.
-      std::ostream& out = tune ? std::cerr : std::cout;
-      out << table(results);
-      // One run: the engine's full description; a sweep: only which engine (the rest varies).
-      if (results.size() == 1) out << "engine: " << results.front().engine << '\n';
-      else if (!results.empty())
-        out << "engine: " << results.front().engine.substr(0, results.front().engine.find(':'))
-            << '\n';
-    }
-    if (tune) {
-      std::string summary;
-      const auto section = tuneSection(results, &summary);
-      std::fprintf(stderr, "zrt-io: %s\n", summary.c_str());
-      std::cout << section.dump(2) << '\n';
-    }
-    if (!plot.empty()) {
-      std::ofstream out(plot);
-      out << plotSvg(results);
-      if (!out) ZRT_THROW(IoError, "cannot write the plot to '", plot, "'");
-      if (!w.quiet) std::fprintf(stderr, "zrt-io: plot written to %s\n", plot.c_str());
-    }
-    std::uint64_t verifyErrors = 0;
-    for (const auto& r : results) {
-      verifyErrors += r.verifyErrors;
-      if (!r.firstVerifyError.empty())
-        std::fprintf(stderr, "zrt-io: verify FAILED: %s\n", r.firstVerifyError.c_str());
-    }
-    if (verify && verifyErrors == 0) {
-      std::uint64_t checked = 0;
-      for (const auto& r : results) checked += r.verifiedBytes;
-      if (!w.quiet) std::fprintf(stderr, "zrt-io: verify ok: %s checked\n", formatBytes(checked).c_str());
-    }
-    return verifyErrors == 0 ? 0 : 1;
+    const std::vector<RunResult> results = runAll(ws, configs, flags);
+    reportResults(results, flags, w);
+    return verifyStatus(results, flags, w);
   } catch (const InvalidArgument& e) {
     std::fprintf(stderr, "zrt-io: %s\n", e.what());
     return 2;

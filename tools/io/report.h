@@ -14,8 +14,9 @@
 namespace zrt::iotool {
 
 // Keys: mode, block_size, queue_depth, threads, bytes, seconds, gbps (GB = 1e9 bytes), and
-// read_gbps, write_gbps, iops, p50_us, p99_us, files, file_size, single_submit, fixed_buffers,
-// buffered, engine, verified_bytes, verify_errors (+ ranks, step_p50_ms, step_p99_ms for swap).
+// read_gbps, write_gbps, iops, p50_us, p99_us, mean_in_flight, files, file_size, single_submit,
+// fixed_buffers, buffered, engine, verified_bytes, verify_errors (+ ranks, step_p50_ms,
+// step_p99_ms for swap).
 nlohmann::json toJson(const RunResult& r);
 
 // "1M", "256K", "8M", "1536": block sizes as people write them (binary suffixes, exact only).
