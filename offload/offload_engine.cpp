@@ -16,6 +16,7 @@
 #include "offload/uring_engine.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timing.h"
 #include "core/wait.h"
 #include "core/units.h"
 
@@ -564,8 +565,7 @@ OffloadEngine::~OffloadEngine() {
     std::unique_lock lock(impl_->mu);
     while (!impl_->exitCv.wait_for(lock, timeout,
                                    [&] { return impl_->ringsExited == impl_->rings.size(); })) {
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited = secondsSince(start);
       logError(zrt::detail::cat(
           "offload engine shutting down: ", impl_->rings.size() - impl_->ringsExited, " of ",
           impl_->rings.size(), " ring(s) still finishing accepted transfers (",

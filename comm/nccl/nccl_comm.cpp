@@ -4,6 +4,7 @@
 
 #include "comm/nccl/nccl_check.h"
 #include "core/log.h"
+#include "core/timing.h"
 
 namespace zrt::comm {
 
@@ -84,7 +85,7 @@ void NcclComm::settle(ncclResult_t rc, const char* call) {
     if (interrupted_) ZRT_THROW(PeerError, "NCCL call ", call, " interrupted: the communicator is being aborted");
     if (std::chrono::steady_clock::now() > deadline)
       ZRT_THROW(TimeoutError, "NCCL call ", call, " still in progress after ",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                secondsSince(start),
                 " s (timeout ", static_cast<double>(timeout_.count()) / 1000.0,
                 " s): a peer has not joined or is not progressing");
     std::this_thread::sleep_for(sleep);
