@@ -25,10 +25,10 @@ def run(cmd):
 
 def traffic(op, nbytes, n):
     if op == "all_reduce":
-        return nbytes + nbytes * (n - 1) / n + nbytes
+        return 2 * nbytes
     if op == "reduce_scatter":
         return nbytes + nbytes / n
-    return 2 * nbytes
+    return nbytes / n + nbytes
 
 
 def main():

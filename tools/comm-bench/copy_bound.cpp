@@ -5,12 +5,9 @@ namespace zrt::bench {
 Traffic trafficPerRank(comm::OpKind kind, std::uint64_t bytes, int ranks) {
   const double n = ranks, b = static_cast<double>(bytes);
   switch (kind) {
-    case comm::OpKind::AllReduce:
-      return {b + b * (n - 1) / n, b};
-    case comm::OpKind::ReduceScatter:
-      return {b, b / n};
-    default:
-      return {b, b};
+    case comm::OpKind::AllReduce: return {b, b};
+    case comm::OpKind::ReduceScatter: return {b, b / n};
+    default: return {b / n, b};
   }
 }
 

@@ -10,13 +10,14 @@
 
 namespace zrt::bench {
 
-// Bytes one rank must read and write for `kind` on `bytes` (the full buffer, nccl-tests' size) with
-// `ranks` ranks, each doing its share and reading peers' data in place (shared memory or a single
-// copy), out of place:
-//   all_reduce:     read its segment of every rank's input (N) and its peers' reduced segments
-//                   (N(n-1)/n); write its whole output (N)
-//   reduce_scatter: read its segment of every rank's input (N); write its output (N/n)
-//   all_gather:     read every rank's contribution (N); write its whole output (N)
+// Bytes one rank must read and write for `kind` on `bytes` (N, the full buffer, nccl-tests' size)
+// with `ranks` (n) ranks, out of place, each rank doing an equal share, reading every input byte
+// once and writing every output byte once (a rank may write straight into its peers' outputs, as
+// a shared-memory implementation can, so no result is read back):
+//   all_reduce:     read its N of input; write N of outputs (its reduced segment, to every rank)
+//   reduce_scatter: read its N of input (its segment of every rank's input); write N/n
+//   all_gather:     read its N/n contribution; write N of outputs (its part, to every rank)
+// No algorithm moves less; one that pulls peers' data into its own output reads more.
 struct Traffic {
   double read = 0, written = 0;
   double total() const { return read + written; }

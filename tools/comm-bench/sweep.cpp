@@ -236,8 +236,8 @@ bool runSweep(const BenchOptions& o) {
                 "windows, read in place); -async: posted to the progress thread and waited for "
                 "(what the bucketers do), else the blocking call\n");
     std::printf("# memcpy: every rank copies `bytes` at once (algbw = bytes copied per s per "
-                "rank); bound_us = the traffic one rank must move (all_reduce: read N(2n-1)/n, "
-                "write N; reduce_scatter: read N, write N/n; all_gather: read N, write N; N = "
+                "rank); bound_us = the least traffic one rank must move (all_reduce: read N, "
+                "write N; reduce_scatter: read N, write N/n; all_gather: read N/n, write N; N = "
                 "bytes, n = ranks) at memcpy's rate, reads and writes priced alike; of_bound = "
                 "bound_us / time_us (1 = at the copy bound)\n");
     std::printf("%-15s %12s %-14s %12s %10s %10s %10s %7s %10s %8s %5s %8s\n", "op", "bytes",
