@@ -12,9 +12,14 @@ set(ZRT_MPIEXEC_FLAGS --oversubscribe --bind-to none)
 if(ZRT_UID STREQUAL "0")
   list(APPEND ZRT_MPIEXEC_FLAGS --allow-run-as-root)
 endif()
-# Containers rarely allow the cross-memory-attach syscalls vader's single copy uses; fall back to
-# copying through shared memory so intra-node MPI works everywhere.
-list(APPEND ZRT_MPIEXEC_FLAGS --mca btl_vader_single_copy_mechanism none)
+# Tests run Open MPI as users do, with the single-copy mechanism it picks (cma works as root in
+# the 2026-12 build container). Where a container forbids cross-memory attach, configure with
+# -DZRT_MPI_SINGLE_COPY=none to copy through shared memory instead.
+set(ZRT_MPI_SINGLE_COPY "" CACHE STRING
+    "btl_vader_single_copy_mechanism for tests run under mpirun (empty: Open MPI's choice)")
+if(ZRT_MPI_SINGLE_COPY)
+  list(APPEND ZRT_MPIEXEC_FLAGS --mca btl_vader_single_copy_mechanism ${ZRT_MPI_SINGLE_COPY})
+endif()
 
 # Environment for every test. Slow unwinding on malloc gives LeakSanitizer whole stacks through
 # Open MPI's plugins, so tests/support/lsan.supp can name the library that holds a leak.

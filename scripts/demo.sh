@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 work=$(mktemp -d "${TMPDIR:-/tmp}/zrt-demo.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mpi_flags=(--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
+mpi_flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
 
 step() { printf '\n==== %s\n' "$*"; }

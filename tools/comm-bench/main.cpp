@@ -1,8 +1,10 @@
 // zrt-comm-bench: collective bandwidth like nccl-tests, run under mpirun. For each operation and
-// size it times ZRT's collectives through the MPI path and the shared-memory path and, in the
-// same run, the same operation through raw MPI calls, printing time, algbw, busbw, raw MPI's
-// busbw and the ratio, and checks every result. --overlap measures how much of a bucketed
-// reduce-scatter a simulated backward hides instead. Bad flags: the error and exit status 2.
+// size it times ZRT's collectives through the MPI path and the shared-memory path, each as a
+// blocking call and posted to the progress thread, and, in the same run, the same operation
+// through raw MPI calls and a plain memcpy (the copy bound), printing time, algbw, busbw, raw
+// MPI's busbw, the ratio and the fraction of the copy bound, and checks every result. --overlap
+// measures how much of a bucketed reduce-scatter a simulated backward hides instead. Bad flags:
+// the error and exit status 2.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -16,6 +16,7 @@
 #include "core/timing.h"
 #include "core/units.h"
 #include "tools/common/statistics.h"
+#include "tools/comm-bench/single_copy.h"
 
 namespace zrt::bench {
 namespace {
@@ -114,8 +115,10 @@ void runOverlap(const BenchOptions& o) {
   if (o.compute == "spin" || o.compute == "both") modes.push_back("spin");
   const int rounds = o.rounds;
 
+  const std::string singleCopy = singleCopyMechanism();
   if (o.rank == 0 && !o.json)
     std::printf(
+        "# single-copy: %s\n"
         "# overlap: stage-2 bucketed reduce-scatter (fp32), %d layers x %s, one layer per bucket;"
         " each layer computes as long as one bucket's reduce-scatter takes alone.\n"
         "# %d rounds, each running the backward without communication, with overlap_comm off and"
@@ -126,9 +129,9 @@ void runOverlap(const BenchOptions& o) {
         "# hidden_p25-p75: the spread of 1 - exposed/comm over rounds (each round's own"
         " measurements): how far one run's figure can be trusted on this machine\n"
         "%-5s %-6s %-12s %11s %10s %9s %11s %12s %8s %15s %9s\n",
-        o.layers, formatBytes(o.layerBytes).c_str(), rounds, "path", "compute", "overlap_comm",
-        "backward_ms", "no_comm_ms", "comm_ms", "exposed_ms", "exposed/comm", "hidden",
-        "hidden_p25-p75", "waited_ms");
+        singleCopy.c_str(), o.layers, formatBytes(o.layerBytes).c_str(), rounds, "path",
+        "compute", "overlap_comm", "backward_ms", "no_comm_ms", "comm_ms", "exposed_ms",
+        "exposed/comm", "hidden", "hidden_p25-p75", "waited_ms");
   for (const std::string& path : o.paths) {
     comm::CommOptions co = comm::CommOptions::fromEnvironment();
     co.path = comm::parseCommPath(path);

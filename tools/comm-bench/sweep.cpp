@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,9 @@
 #include "comm/reduce_kernels.h"
 #include "core/timing.h"
 #include "core/units.h"
+#include "tools/comm-bench/cache_info.h"
+#include "tools/comm-bench/copy_bound.h"
+#include "tools/comm-bench/single_copy.h"
 
 namespace zrt::bench {
 namespace {
@@ -105,21 +110,86 @@ void zrtOp(OpKind kind, Buffers& b, DType dt, comm::MpiCommunicator& c, char* se
   }
 }
 
+// The asynchronous path the bucketers take: post to the progress thread, then wait. The blocking
+// call above may run on the caller's thread when nothing is queued, which skips the hand-off.
+void zrtOpAsync(OpKind kind, Buffers& b, DType dt, comm::MpiCommunicator& c, char* send, char* recv) {
+  switch (kind) {
+    case OpKind::AllReduce: c.allReduceAsync(send, recv, b.count, dt).wait(); return;
+    case OpKind::ReduceScatter: c.reduceScatterAsync(send, recv, b.perRank, dt).wait(); return;
+    default: c.allGatherAsync(send, recv, b.perRank, dt).wait(); return;
+  }
+}
+
 // One way of running ZRT's collective: a path, with the caller's buffers or with buffers from
-// Communicator::allocateBuffer (shared windows the shm path reads in place).
+// Communicator::allocateBuffer (shared windows the shm path reads in place), blocking or posted.
 struct Impl {
   std::string path;
   bool registered;
-  std::string name() const { return registered ? path + "+reg" : path; }
+  bool async;
+  std::string name() const { return path + (registered ? "+reg" : "") + (async ? "-async" : ""); }
 };
 
+// One printed row: ZRT's collective (path mpi or shm), raw MPI's ("raw") or the memcpy
+// yardstick ("memcpy").
 struct Row {
   std::string op, path;
-  bool registered = false;
+  bool registered = false, async = false;
   std::uint64_t bytes = 0;
   double seconds = 0, mpiSeconds = 0;
-  bool correct = true;
+  double boundSeconds = 0;  // 0: none (the memcpy row)
+  const char* cache = "mem";
+  std::optional<bool> correct;  // empty: not checked
 };
+
+void printRow(const Row& row, OpKind kind, int n, bool json, const std::string& singleCopy,
+              DType dt) {
+  const bool copyRow = row.path == "memcpy", rawRow = row.path == "raw";
+  const double algbw = static_cast<double>(row.bytes) / row.seconds / 1e9;
+  const double busbw = copyRow ? 0 : algbw * comm::busFactor(kind, n);
+  const double mpiBusbw =
+      copyRow ? 0 : static_cast<double>(row.bytes) / row.mpiSeconds / 1e9 * comm::busFactor(kind, n);
+  const double ratio = copyRow || rawRow || mpiBusbw <= 0 ? 0 : busbw / mpiBusbw;
+  const double ofBound = row.boundSeconds > 0 ? row.boundSeconds / row.seconds : 0;
+  if (json) {
+    nlohmann::json j = {{"op", row.op},
+                        {"path", row.path},
+                        {"registered", row.registered},
+                        {"async", row.async},
+                        {"bytes", row.bytes},
+                        {"dtype", nameOf(dt)},
+                        {"ranks", n},
+                        {"time_us", row.seconds * 1e6},
+                        {"algbw_gbps", algbw},
+                        {"cache", row.cache},
+                        {"single_copy", singleCopy}};
+    if (copyRow) {
+      j["copy_gbps"] = algbw;  // bytes copied per second per rank, all ranks copying at once
+    } else {
+      j["busbw_gbps"] = busbw;
+      j["mpi_time_us"] = row.mpiSeconds * 1e6;
+      j["mpi_busbw_gbps"] = mpiBusbw;
+      j["ratio"] = rawRow ? nlohmann::json(nullptr) : nlohmann::json(ratio);
+      j["bound_us"] = row.boundSeconds * 1e6;
+      j["of_bound"] = ofBound;
+    }
+    j["correct"] = row.correct ? nlohmann::json(*row.correct) : nlohmann::json(nullptr);
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  auto num = [](double v, const char* fmt, bool show) {
+    char text[32] = "-";
+    if (show) std::snprintf(text, sizeof text, fmt, v);
+    return std::string(text);
+  };
+  const std::string name = Impl{row.path, row.registered, row.async}.name();
+  std::printf("%-15s %12llu %-14s %12.1f %10.3f %10s %10s %7s %10s %8s %5s %8s\n", row.op.c_str(),
+              static_cast<unsigned long long>(row.bytes), name.c_str(), row.seconds * 1e6,
+              algbw, num(busbw, "%.3f", !copyRow).c_str(), num(mpiBusbw, "%.3f", !copyRow).c_str(),
+              num(ratio, "%.2f", !copyRow && !rawRow).c_str(),
+              num(row.boundSeconds * 1e6, "%.1f", !copyRow).c_str(),
+              num(ofBound, "%.2f", !copyRow).c_str(), row.cache,
+              row.correct ? (*row.correct ? "yes" : "NO") : "-");
+}
 
 }  // namespace
 
@@ -129,6 +199,8 @@ bool runSweep(const BenchOptions& o) {
   const int n = o.size, me = o.rank;
   const std::size_t es = dtypeSize(o.dtype);
   comm::MpiReduceOps ops;
+  const std::string singleCopy = singleCopyMechanism();
+  const CacheSizes caches = readCacheSizes();
 
   std::vector<std::string> paths;  // each once, in the order given
   for (const std::string& p : o.paths)
@@ -142,8 +214,10 @@ bool runSweep(const BenchOptions& o) {
   const bool shmReal = comms.count("shm") && comms["shm"]->hasSharedMemory();
   std::vector<Impl> impls;
   for (const std::string& p : paths) {
-    impls.push_back({p, false});
-    if (p == "shm" && shmReal) impls.push_back({p, true});
+    for (bool async : {false, true}) {
+      impls.push_back({p, false, async});
+      if (p == "shm" && shmReal) impls.push_back({p, true, async});
+    }
   }
   if (me == 0 && !o.json) {
     std::printf("# zrt-comm-bench: %d rank(s), %d node(s), %s, iters %d (at most %s moved per "
@@ -151,13 +225,25 @@ bool runSweep(const BenchOptions& o) {
                 n, (comms.count("shm") ? comms["shm"] : comms.begin()->second)->numNodes(),
                 std::string(nameOf(o.dtype)).c_str(), o.iters,
                 formatBytes(o.itersBytesCap).c_str(), o.warmup);
+    std::printf("# single-copy: %s\n", singleCopy.c_str());
+    std::printf("# caches: L2 %s per core, L3 %s; cache column: L2 = one rank's buffers fit its "
+                "L2, L3 = all ranks' buffers fit the L3, mem = neither (measures memory)\n",
+                caches.l2 ? formatBytes(caches.l2).c_str() : "unknown",
+                caches.l3 ? formatBytes(caches.l3).c_str() : "unknown");
     if (comms.count("shm") && !shmReal)
       std::printf("# no node holds several ranks: the shm rows run the MPI path\n");
-    std::printf("# busbw as nccl-tests (GB/s); mpi_busbw: the same operation through raw MPI calls, "
-                "same run; ratio = busbw / mpi_busbw; path +reg: buffers from allocateBuffer "
-                "(shared windows, read in place)\n");
-    std::printf("%-15s %12s %8s %12s %10s %10s %10s %7s %8s\n", "op", "bytes", "path", "time_us",
-                "algbw", "busbw", "mpi_busbw", "ratio", "correct");
+    std::printf("# busbw as nccl-tests (GB/s); raw: the same operation through raw MPI calls, "
+                "same run; ratio = busbw / mpi_busbw; +reg: buffers from allocateBuffer (shared "
+                "windows, read in place); -async: posted to the progress thread and waited for "
+                "(what the bucketers do), else the blocking call\n");
+    std::printf("# memcpy: every rank copies `bytes` at once (algbw = bytes copied per s per "
+                "rank); bound_us = the least traffic one rank must move (all_reduce: read N, "
+                "write N; reduce_scatter: read N, write N/n; all_gather: read N/n, write N; N = "
+                "bytes, n = ranks) at memcpy's rate, reads and writes priced alike; of_bound = "
+                "bound_us / time_us (1 = at the copy bound)\n");
+    std::printf("%-15s %12s %-14s %12s %10s %10s %10s %7s %10s %8s %5s %8s\n", "op", "bytes",
+                "path", "time_us", "algbw", "busbw", "mpi_busbw", "ratio", "bound_us", "of_bound",
+                "cache", "correct");
   }
   bool allCorrect = true;
   for (const std::string& opName : o.ops) {
@@ -186,6 +272,8 @@ bool runSweep(const BenchOptions& o) {
       auto sendOf = [&](const Impl& im) { return im.registered ? regSend.as<char>() : b.send.data(); };
       auto recvOf = [&](const Impl& im) { return im.registered ? regRecv.as<char>() : b.recv.data(); };
       const std::uint64_t realBytes = static_cast<std::uint64_t>(b.count) * es;
+      // The yardstick copies the full buffer on every rank: its own pages, touched here first.
+      std::vector<char> copySrc(realBytes, 1), copyDst(realBytes, 0);
       const int iters = static_cast<int>(std::clamp<std::uint64_t>(
           o.itersBytesCap / std::max<std::uint64_t>(1, realBytes), 2, static_cast<std::uint64_t>(o.iters)));
 
@@ -198,55 +286,51 @@ bool runSweep(const BenchOptions& o) {
         const double s = secondsSince(t0) / iters;
         return maxOverRanks(s, world);
       };
+      auto copy = [&] {
+        std::memcpy(copyDst.data(), copySrc.data(), realBytes);
+        // The copy's result is never read: tell the compiler memory changed so it stays.
+        asm volatile("" : : "r"(copyDst.data()) : "memory");
+      };
       // Three rounds of every implementation, interleaved; the best of the three for each.
       std::map<std::string, double> best;
+      auto keep = [&](const std::string& name, double t, int round) {
+        best[name] = round == 0 ? t : std::min(best[name], t);
+      };
       for (int round = 0; round < 3; ++round) {
-        const double raw = time([&] { rawMpi(kind, b, o.dtype, ops, world); });
-        best["raw"] = round == 0 ? raw : std::min(best["raw"], raw);
+        keep("memcpy", time(copy), round);
+        keep("raw", time([&] { rawMpi(kind, b, o.dtype, ops, world); }), round);
         for (const Impl& im : impls) {
-          const double t = time([&] { zrtOp(kind, b, o.dtype, *comms[im.path], sendOf(im), recvOf(im)); });
-          best[im.name()] = round == 0 ? t : std::min(best[im.name()], t);
+          comm::MpiCommunicator& c = *comms[im.path];
+          const double t = im.async
+                               ? time([&] { zrtOpAsync(kind, b, o.dtype, c, sendOf(im), recvOf(im)); })
+                               : time([&] { zrtOp(kind, b, o.dtype, c, sendOf(im), recvOf(im)); });
+          keep(im.name(), t, round);
         }
       }
+      const double bound = boundSeconds(trafficPerRank(kind, realBytes, n), realBytes, best["memcpy"]);
+      // One rank's buffers: send + recv (the collective), source + destination (the copy).
+      const char* cache = cacheLevel(caches, b.send.size() + b.recv.size(), n);
+      if (me == 0) {
+        Row copyRow{opName, "memcpy", false, false, realBytes, best["memcpy"], best["raw"], 0,
+                    cacheLevel(caches, 2 * realBytes, n), std::nullopt};
+        printRow(copyRow, kind, n, o.json, singleCopy, o.dtype);
+        Row rawRow{opName, "raw", false, false, realBytes, best["raw"], best["raw"], bound, cache,
+                   std::nullopt};
+        printRow(rawRow, kind, n, o.json, singleCopy, o.dtype);
+      }
       for (const Impl& im : impls) {
-        Row row{opName, im.path, im.registered, realBytes, best[im.name()], best["raw"], true};
+        Row row{opName, im.path, im.registered, im.async, realBytes, best[im.name()],
+                best["raw"], bound, cache, std::nullopt};
         if (o.check) {
           std::memset(recvOf(im), 0, b.recv.size());
-          zrtOp(kind, b, o.dtype, *comms[im.path], sendOf(im), recvOf(im));
+          comm::MpiCommunicator& c = *comms[im.path];
+          if (im.async) zrtOpAsync(kind, b, o.dtype, c, sendOf(im), recvOf(im));
+          else zrtOp(kind, b, o.dtype, c, sendOf(im), recvOf(im));
           if (im.registered) std::memcpy(b.recv.data(), regRecv.data(), b.recv.size());
           row.correct = allRanksTrue(verify(b, kind, o.dtype, me, n), world);
-          allCorrect = allCorrect && row.correct;
+          allCorrect = allCorrect && *row.correct;
         }
-        if (me != 0) continue;
-        const double algbw = static_cast<double>(row.bytes) / row.seconds / 1e9;
-        const double busbw = algbw * comm::busFactor(kind, n);
-        const double mpiBusbw =
-            static_cast<double>(row.bytes) / row.mpiSeconds / 1e9 * comm::busFactor(kind, n);
-        const double ratio = mpiBusbw > 0 ? busbw / mpiBusbw : 0;
-        if (o.json) {
-          nlohmann::json j = {{"op", row.op},
-                              {"path", row.path},
-                              {"registered", row.registered},
-                              {"bytes", row.bytes},
-                              {"dtype", nameOf(o.dtype)},
-                              {"ranks", n},
-                              {"time_us", row.seconds * 1e6},
-                              {"algbw_gbps", algbw},
-                              {"busbw_gbps", busbw},
-                              {"mpi_time_us", row.mpiSeconds * 1e6},
-                              {"mpi_busbw_gbps", mpiBusbw},
-                              {"ratio", ratio},
-                              {"correct", row.correct}};
-          if (!o.check) j["correct"] = nullptr;
-          std::printf("%s\n", j.dump().c_str());
-        } else {
-          char ratioText[16] = "-";
-          if (mpiBusbw > 0) std::snprintf(ratioText, sizeof ratioText, "%.2f", ratio);
-          std::printf("%-15s %12llu %8s %12.1f %10.3f %10.3f %10.3f %7s %8s\n", row.op.c_str(),
-                      static_cast<unsigned long long>(row.bytes), im.name().c_str(),
-                      row.seconds * 1e6, algbw, busbw, mpiBusbw, ratioText,
-                      o.check ? (row.correct ? "yes" : "NO") : "-");
-        }
+        if (me == 0) printRow(row, kind, n, o.json, singleCopy, o.dtype);
         std::fflush(stdout);
       }
     }

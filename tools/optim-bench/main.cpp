@@ -1,19 +1,20 @@
 // zrt-optim-bench: times the CPU Adam/AdamW step on each SIMD path against two yardsticks
-// measured in the same run, side by side: the roofline kernel (the same loads and stores, no
-// arithmetic: the fastest this step can go on this machine) and torch.optim's AdamW/Adam with
-// foreach=True (Debian's python3-torch, spawned as /usr/bin/python3) on the same size.
+// measured in the same run, in alternating turns: the roofline kernel (the same loads and stores,
+// no arithmetic: the fastest this step can go on this machine) and torch.optim's AdamW/Adam with
+// foreach=True (Debian's python3-torch, in a /usr/bin/python3 process kept alive beside the
+// bench) on the same size.
 //
 //   zrt-optim-bench [--params 64M,256M] [--threads 1,2] [--paths avx512,avx2] [--json] ...
 //
 // Effective bandwidth counts the bytes the step must move: reads of param, grad, exp_avg,
 // exp_avg_sq and writes of param, exp_avg, exp_avg_sq (28 bytes per parameter with fp32
-// gradients), plus the parameter copy when one is written. Every figure is the median of
-// --steps timed steps; the roofline and each path are timed in turns (roofline, path 1,
-// path 2, roofline, ...) and the fraction of the roofline is the median of each turn's ratio,
-// so a noisy neighbour slows both sides of a ratio alike. The roofline runs the widest path's
-// loads and stores: the bar is the fastest memory traffic, not the path's own.
+// gradients), plus the parameter copy when one is written; the roofline kernel moves exactly
+// these. Every figure is the median of --steps timed turns; a turn runs the roofline, each path
+// and torch's step back to back (roofline, path 1, path 2, torch, roofline, ...), so a noisy
+// neighbour slows every column alike. "of roof" is GB/s / roof GB/s of the same row (the ratio
+// of the medians). The roofline runs the widest path's loads and stores: the bar is the fastest
+// memory traffic, not the path's own.
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -22,8 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,6 +36,7 @@
 #include "core/timing.h"
 #include "core/units.h"
 #include "tools/common/statistics.h"
+#include "tools/optim-bench/torch_process.h"
 
 using namespace zrt;
 using namespace zrt::optim;
@@ -89,7 +89,7 @@ struct Row {
   int threads;
   double seconds;  // medians
   double rooflineSeconds;
-  double rooflineFraction;  // median over turns of roofline time / step time
+  double pairedRooflineFraction;  // median over turns of that turn's roofline time / step time
   std::optional<double> torchSeconds;
   double bestSeconds;  // fastest step seen
   double bestRooflineSeconds;
@@ -134,71 +134,6 @@ void fill(const AdamState& s) {
   }
 }
 
-// torch.optim's AdamW/Adam with foreach=True on one flat tensor of n parameters; prints
-// {"torch": version, "seconds_per_step": median}. fp32 gradients: torch's CPU optimizers need
-// the gradient in the parameter's dtype.
-constexpr const char* kTorchScript = R"PY(
-import json, statistics, sys, time
-try:
-    import torch
-except ImportError as err:
-    sys.exit(f"cannot import torch ({err}): install Debian's python3-torch (scripts/install-deps.sh)")
-kind, n, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-torch.set_num_threads(threads)
-p = torch.nn.Parameter(torch.empty(n).uniform_(-1, 1))
-p.grad = torch.empty(n).uniform_(-1e-2, 1e-2)
-cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
-opt = cls([p], lr=1e-3, weight_decay=0.01, foreach=True)
-opt.step()  # creates the state
-times = []
-for _ in range(steps):
-    t0 = time.perf_counter()
-    opt.step()
-    times.append(time.perf_counter() - t0)
-print(json.dumps({"torch": torch.__version__, "seconds_per_step": statistics.median(times),
-                  "best_seconds_per_step": min(times)}))
-)PY";
-
-struct TorchResult {
-  double seconds;
-  double bestSeconds;
-  std::string version;
-};
-
-TorchResult runTorch(const Options& o, std::size_t n, int threads) {
-  namespace fs = std::filesystem;
-  const fs::path script =
-      fs::temp_directory_path() / ("zrt_optim_bench_" + std::to_string(::getpid()) + ".py");
-  {
-    std::ofstream out(script);
-    out << kTorchScript;
-    out.close();
-    if (!out) ZRT_THROW(Error, "zrt-optim-bench: cannot write the torch script '", script.string(), "'");
-  }
-  const std::string cmd = o.python + " " + script.string() + " " + o.optimizer + " " +
-                          std::to_string(n) + " " + std::to_string(threads) + " " +
-                          std::to_string(o.steps);
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) ZRT_THROW(Error, "zrt-optim-bench: cannot run `", cmd, "`");
-  char buf[4096];
-  while (std::size_t got = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, got);
-  const int status = ::pclose(pipe);
-  fs::remove(script);
-  if (status != 0) {
-    ZRT_THROW(Error, "zrt-optim-bench: torch run `", cmd, "` failed (status ", status,
-              "); install python3-torch (scripts/install-deps.sh), point --python at an "
-              "interpreter with torch, or pass --no-torch");
-  }
-  try {
-    const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
-    return {j.at("seconds_per_step").get<double>(), j.at("best_seconds_per_step").get<double>(),
-            j.at("torch").get<std::string>()};
-  } catch (const std::exception& e) {
-    ZRT_THROW(Error, "zrt-optim-bench: cannot read torch's output '", out, "': ", e.what());
-  }
-}
-
 int run(const Options& o) {
   const DType gradType = parseDType(o.gradType);
   const bool copy = o.copy != "none";
@@ -231,6 +166,12 @@ int run(const Options& o) {
     const std::size_t n = parseBytes(text, "--params");
     if (n == 0) ZRT_THROW(InvalidArgument, "--params: counts must be > 0, got '", text, "'");
     std::vector<Row> sizeRows;
+    // Started first, so its allocation and first step are done before the timed turns.
+    std::optional<bench::TorchProcess> torch;
+    if (o.torch) {
+      torch.emplace(o.python, o.optimizer, n);
+      torchVersion = torch->version();
+    }
     {
       Buffer p(n * 4), m(n * 4), v(n * 4), g(n * dtypeSize(gradType));
       std::optional<Buffer> c;
@@ -244,10 +185,11 @@ int run(const Options& o) {
       h.weightDecay = 0.01;
       h.decoupledWeightDecay = o.optimizer == "adamw";
       for (int threads : o.threads) {
-        // One warm-up of each, then timed turns.
+        // One warm-up of each, then timed turns: roofline, each path, torch.
         adamRoofline(s, 0, n, {roofIsa, threads});
         for (Isa isa : paths) adamStep(h, s, {isa, threads}), ++h.step;
-        std::vector<double> roof;
+        if (torch) torch->step(threads);
+        std::vector<double> roof, torchTimes;
         std::vector<std::vector<double>> perPath(paths.size());
         for (int k = 0; k < o.steps; ++k) {
           roof.push_back(timeOnce([&] { adamRoofline(s, 0, n, {roofIsa, threads}); }));
@@ -255,27 +197,20 @@ int run(const Options& o) {
             perPath[i].push_back(timeOnce([&] { adamStep(h, s, {paths[i], threads}); }));
             ++h.step;
           }
+          if (torch) torchTimes.push_back(torch->step(threads));
         }
         for (std::size_t i = 0; i < paths.size(); ++i) {
-          // Each turn's roofline and step ran back to back; their ratio is the least noisy.
           std::vector<double> ratios;
           for (std::size_t k = 0; k < roof.size(); ++k) ratios.push_back(roof[k] / perPath[i][k]);
-          sizeRows.push_back(Row{std::string(nameOf(paths[i])), n, threads, median(perPath[i]),
-                                 median(roof), median(ratios), std::nullopt,
-                                 *std::min_element(perPath[i].begin(), perPath[i].end()),
-                                 *std::min_element(roof.begin(), roof.end()), std::nullopt});
-        }
-      }
-    }  // the state is freed before torch allocates its own
-    if (o.torch) {
-      for (int threads : o.threads) {
-        const TorchResult t = runTorch(o, n, threads);
-        torchVersion = t.version;
-        for (Row& r : sizeRows) {
-          if (r.threads == threads) {
-            r.torchSeconds = t.seconds;
-            r.bestTorchSeconds = t.bestSeconds;
+          Row r{std::string(nameOf(paths[i])), n, threads, median(perPath[i]), median(roof),
+                median(ratios), std::nullopt,
+                *std::min_element(perPath[i].begin(), perPath[i].end()),
+                *std::min_element(roof.begin(), roof.end()), std::nullopt};
+          if (torch) {
+            r.torchSeconds = median(torchTimes);
+            r.bestTorchSeconds = *std::min_element(torchTimes.begin(), torchTimes.end());
           }
+          sizeRows.push_back(r);
         }
       }
     }
@@ -297,7 +232,8 @@ int run(const Options& o) {
       j["params_per_s"] = static_cast<double>(r.params) / r.seconds;
       j["gbps"] = bytes / r.seconds / 1e9;
       j["roofline_gbps"] = bytes / r.rooflineSeconds / 1e9;
-      j["roofline_fraction"] = r.rooflineFraction;
+      j["roofline_fraction"] = r.rooflineSeconds / r.seconds;  // = gbps / roofline_gbps
+      j["paired_roofline_fraction"] = r.pairedRooflineFraction;
       j["torch_seconds_per_step"] =
           r.torchSeconds ? nlohmann::ordered_json(*r.torchSeconds) : nullptr;
       j["speedup_vs_torch"] =
@@ -313,10 +249,18 @@ int run(const Options& o) {
     return 0;
   }
   std::printf(
-      "zrt-optim-bench: %s, grad %s, copy %s, %zu bytes/param moved, median of %d steps; "
-      "torch %s %s(foreach=True), fp32 grads\n",
+      "zrt-optim-bench: %s, grad %s, copy %s, %zu bytes/param moved, median of %d turns; "
+      "torch %s %s(foreach=True), fp32 grads, timed in the same turns\n",
       o.optimizer.c_str(), o.gradType.c_str(), o.copy.c_str(), bytesPerParam, o.steps,
       o.torch ? torchVersion.c_str() : "(not run)", o.optimizer == "adamw" ? "AdamW" : "Adam");
+  const std::string copyWrite = copy ? " and the " + o.copy + " copy" : "";
+  std::printf(
+      "roofline kernel (%s, no arithmetic): reads param, exp_avg, exp_avg_sq (fp32, 12 B) and "
+      "grad (%s, %zu B) = %zu B/param; writes param, exp_avg, exp_avg_sq (12 B)%s = %zu B/param; "
+      "of roof = GB/s / roof GB/s (medians)\n",
+      std::string(nameOf(roofIsa)).c_str(), o.gradType.c_str(), dtypeSize(gradType),
+      12 + dtypeSize(gradType), copyWrite.c_str(),
+      12 + (copy ? dtypeSize(copyType) : 0));
   std::printf("%-7s %11s %7s %10s %9s %7s %9s %8s %10s %8s\n", "path", "params", "threads",
               "s/step", "Gparam/s", "GB/s", "roof GB/s", "of roof", "torch s", "vs torch");
   for (const Row& r : rows) {
@@ -328,7 +272,7 @@ int run(const Options& o) {
     }
     std::printf("%-7s %11zu %7d %10.4f %9.3f %7.2f %9.2f %8.3f %10s %8s\n", r.path.c_str(),
                 r.params, r.threads, r.seconds, static_cast<double>(r.params) / r.seconds / 1e9,
-                bytes / r.seconds / 1e9, bytes / r.rooflineSeconds / 1e9, r.rooflineFraction,
+                bytes / r.seconds / 1e9, bytes / r.rooflineSeconds / 1e9, r.rooflineSeconds / r.seconds,
                 torchCol, speedCol);
   }
   return 0;
