@@ -170,7 +170,7 @@ void compare(const char* name, const float* ours, const float* torch) {
     MESSAGE("  " << std::string(name) << ": " << identical << "/" << kN
                  << " bit-identical, worst relative difference " << worst);
   }
-  CHECK_MESSAGE(identical == kN, name << ": " << kN - identical << " of " << kN
+  CHECK_MESSAGE(identical == kN, std::string(name) << ": " << kN - identical << " of " << kN
                                       << " elements are not bit-identical to torch's");
 }
 
