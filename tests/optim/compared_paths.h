@@ -60,9 +60,9 @@ inline std::vector<Isa> pathsToCompare() {
                "(runtime/optim/isa.cpp)");
   }
   if (paths.size() == 1) {
+    const std::string why = flags.empty() ? " (/proc/cpuinfo unreadable)" : "";
     MESSAGE("only the scalar path exists on this processor"
-            << (flags.empty() ? " (/proc/cpuinfo unreadable)" : "")
-            << ": no SIMD path was compared with it; this run checks the scalar path alone");
+            << why << ": no SIMD path was compared with it; this run checks the scalar path alone");
   }
   return paths;
 }
