@@ -41,7 +41,9 @@ constexpr double kComputeOverComm = 4;
 constexpr int kMinSlices = 20;
 constexpr double kSlice = 1e-3;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -107,7 +109,7 @@ TEST_CASE("an asynchronous all-reduce is mostly hidden behind compute that leave
     }
     // Every rank checks the same (reduced) value, so they agree on the outcome.
     CHECK_MESSAGE(worstHidden >= kMinHidden,
-                  "only " << worstHidden * 100 << "% of the all-reduce was hidden on the worst rank "
-                          "(at least " << kMinHidden * 100 << "% expected)");
+                  "only " << worstHidden * 100 << "% of the all-reduce was hidden on the worst "
+                          << "rank (at least " << kMinHidden * 100 << "% expected)");
   }
 }

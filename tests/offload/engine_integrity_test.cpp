@@ -190,7 +190,9 @@ TEST_CASE("the synchronous calls and the completion callback report the same out
       waitOutcome = e.what();
     }
     // The callback runs after waiters are released; give it a moment on the ring thread.
-    for (int i = 0; i < 1000 && called.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 1000 && called.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     REQUIRE(called.load() == 1);
     CHECK((seen == nullptr) == !fail);
     CHECK(seen == h.error());  // the very same exception

@@ -128,7 +128,8 @@ std::vector<float> runTorch(const Case& c, const std::vector<float>& p0,
   if (!tuned) {
     fs::remove_all(dir);
     FAIL(ZRT_TORCH_PYTHON " runs torch "
-         << (torchVersion.empty() ? "(no version written)" : torchVersion) << ", but this test was tuned against torch " << std::string(kTunedTorch)
+         << (torchVersion.empty() ? "(no version written)" : torchVersion)
+         << ", but this test was tuned against torch " << std::string(kTunedTorch)
          << " (Debian's python3-torch): its bit-for-bit comparison holds for that version's "
             "operation order only. Point ZRT_TORCH_PYTHON at a torch "
          << std::string(kTunedTorch) << ", or re-tune the kernels and kTunedTorch together");
