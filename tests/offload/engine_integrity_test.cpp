@@ -8,14 +8,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "offload/aligned_buffer.h"
+#include "offload/fault_injecting_engine.h"
 #include "offload/offload_engine.h"
 #include "offload_test_util.h"
 #include "core/error.h"
@@ -138,26 +141,68 @@ TEST_CASE("queue depth 1 and single submit still complete everything") {
 }
 
 TEST_CASE("the synchronous calls and the completion callback report the same outcome") {
-  TempDir dir;
-  AioOptions o;
-  o.block_size = 8192;
-  OffloadEngine engine(o);
-  auto opts = engine.fileOptions();
-  opts.create = true;
-  auto file = engine.open({dir.path() / "f"}, opts);
-  AlignedBuffer a(1 << 16);
-  fillPattern(a.data(), a.size(), 3);
-  std::atomic<int> called{0};
-  std::exception_ptr seen = std::make_exception_ptr(1);
-  auto h = engine.write(file, 0, a.data(), a.size(), [&](std::exception_ptr e) {
-    seen = e;
-    called.fetch_add(1);
-  });
-  h.wait();
-  // The callback runs after waiters are released; give it a moment on the ring thread.
-  for (int i = 0; i < 1000 && called.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(called.load() == 1);
-  CHECK(seen == nullptr);
+  // A write that succeeds and one that fails (EIO injected into the transfer at offset 8192):
+  // writeSync, the handle's wait() and error(), and the completion callback all agree, with
+  // nothing or with the same error.
+  for (bool fail : {false, true}) {
+    CAPTURE(fail);
+    TempDir dir;
+    AioOptions o;
+    o.block_size = 8192;
+    o.wrap_engine = [fail](std::unique_ptr<IoEngine> e, int) -> std::unique_ptr<IoEngine> {
+      auto hook = [fail](const IoUnit& u, std::uint64_t) -> std::optional<Fault> {
+        if (fail && u.dir == IoDir::Write && u.offset == 8192) return Fault::fail(EIO);
+        return std::nullopt;
+      };
+      return std::make_unique<FaultInjectingEngine>(std::move(e), hook);
+    };
+    OffloadEngine engine(o);
+    auto opts = engine.fileOptions();
+    opts.create = true;
+    auto file = engine.open({dir.path() / "f"}, opts);
+    AlignedBuffer a(1 << 16);
+    fillPattern(a.data(), a.size(), 3);
+
+    const auto whatOf = [](const std::exception_ptr& e) -> std::string {
+      if (!e) return "(success)";
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        return x.what();
+      } catch (...) {
+        return "(not a std::exception)";
+      }
+    };
+    std::string syncOutcome = "(success)";
+    try {
+      engine.writeSync(file, 0, a.data(), a.size());
+    } catch (const zrt::IoError& e) {
+      syncOutcome = e.what();
+    }
+
+    std::atomic<int> called{0};
+    std::exception_ptr seen = std::make_exception_ptr(1);
+    auto h = engine.write(file, 0, a.data(), a.size(), [&](std::exception_ptr e) {
+      seen = e;
+      called.fetch_add(1);
+    });
+    std::string waitOutcome = "(success)";
+    try {
+      h.wait();
+    } catch (const zrt::IoError& e) {
+      waitOutcome = e.what();
+    }
+    // The callback runs after waiters are released; give it a moment on the ring thread.
+    for (int i = 0; i < 1000 && called.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(called.load() == 1);
+    CHECK((seen == nullptr) == !fail);
+    CHECK(seen == h.error());  // the very same exception
+    CHECK(whatOf(seen) == waitOutcome);
+    CHECK(whatOf(seen) == syncOutcome);
+    if (fail) CHECK(waitOutcome.find(std::strerror(EIO)) != std::string::npos);
+  }
 }
 
 TEST_CASE("misaligned O_DIRECT buffers and offsets are refused with a clear message") {

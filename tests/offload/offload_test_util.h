@@ -1,7 +1,11 @@
 // Helpers shared by the offload tests, in liburing's manner: a private temporary directory,
 // a size-limited file system mounted inside one (for real ENOSPC and a file system without
 // O_DIRECT), random byte patterns, and skipping a whole program with exit code 77.
+// Each program includes this header once (one source file per program): it registers the
+// doctest listener that skipProgram consults.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <sys/mount.h>
 #include <unistd.h>
@@ -20,8 +24,44 @@
 
 namespace zrt::offload::test {
 
-// Ends the test program as skipped (ctest's SKIP_RETURN_CODE 77), saying why.
+// Counts the test cases this program has started and the assertions that failed, so that
+// skipProgram can tell whether anything ran before it.
+class RunSoFar : public doctest::IReporter {
+ public:
+  explicit RunSoFar(const doctest::ContextOptions&) {}
+  static inline int casesStarted = 0;
+  static inline int failedAssertions = 0;
+  void test_case_start(const doctest::TestCaseData&) override { ++casesStarted; }
+  void log_assert(const doctest::AssertData& a) override {
+    if (a.m_failed) ++failedAssertions;
+  }
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("zrt_offload_run_so_far", 1, RunSoFar);
+
+// Ends the test program as skipped (ctest's SKIP_RETURN_CODE 77), saying why. A program decides
+// whether it can run before it runs anything: ctest reports a skipped program as "Skipped"
+// whatever its earlier cases found, so a skip after another case started, or after a failed
+// assertion, would hide a result. That is a mistake in the test, and it fails here instead.
 [[noreturn]] inline void skipProgram(const std::string& why) {
+  if (RunSoFar::casesStarted > 1 || RunSoFar::failedAssertions > 0) {
+    std::printf("error: this program cannot run here (%s), but it found that out after %d test "
+                "case(s) started and %d assertion(s) failed; a skip now would report them as "
+                "\"Skipped\". Decide whether the program can run in its first case, before any "
+                "check, or move the checks that can always run into another program.\n",
+                why.c_str(), RunSoFar::casesStarted, RunSoFar::failedAssertions);
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
   std::printf("skipped: %s\n", why.c_str());
   std::fflush(stdout);
   std::_Exit(77);

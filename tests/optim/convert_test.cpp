@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "runtime/optim/isa.h"
+#include "tests/optim/compared_paths.h"
 #include "tests/optim/optim_test_util.h"
 
 using namespace zrt;
@@ -27,7 +28,7 @@ TEST_CASE("fp16 and bf16 to float: all 65536 patterns, every path") {
     for (std::size_t i = 0; i < all.size(); ++i) {
       want[i] = t == DType::F16 ? halfToFloat(all[i]) : bf16ToFloat(all[i]);
     }
-    for (Isa isa : supportedIsas()) {
+    for (Isa isa : pathsToCompare()) {
       std::vector<float> got(all.size(), 1.0f);
       convertToFloat(t, all.data(), got.data(), all.size(), isa);
       INFO(nameOf(t) << " on " << nameOf(isa));
@@ -77,7 +78,7 @@ TEST_CASE("float to fp16 and bf16 at every rounding boundary, every path") {
         std::memcpy(&wantBytes[i * 2], &h, 2);
       }
     }
-    for (Isa isa : supportedIsas()) {
+    for (Isa isa : pathsToCompare()) {
       std::vector<unsigned char> got(in.size() * elem, 0xaa);
       convertFromFloat(t, in.data(), got.data(), in.size(), isa);
       INFO(nameOf(t) << " on " << nameOf(isa));
@@ -89,7 +90,7 @@ TEST_CASE("float to fp16 and bf16 at every rounding boundary, every path") {
 TEST_CASE("conversions of short arrays write nothing past the end") {
   std::vector<float> in(40);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = 0.1f * static_cast<float>(i);
-  for (Isa isa : supportedIsas()) {
+  for (Isa isa : pathsToCompare()) {
     for (std::size_t n : {0, 1, 7, 9, 17, 33}) {
       std::vector<std::uint16_t> out(40, 0xbeef);
       convertFromFloat(DType::BF16, in.data(), out.data(), n, isa);

@@ -13,6 +13,7 @@
 #include "runtime/optim/detail/parallel_range.h"
 #include "runtime/optim/isa.h"
 #include "runtime/optim/sgd.h"
+#include "tests/optim/compared_paths.h"
 #include "tests/optim/optim_test_util.h"
 
 using namespace zrt;
@@ -96,7 +97,7 @@ std::string configName(DType gt, int copy, int mode) {
 
 TEST_CASE("adam: every path and every split into sub-ranges gives the same bits") {
   constexpr std::size_t n = 4099;  // odd: every path has a tail
-  const auto paths = supportedIsas();
+  const auto paths = pathsToCompare();
   MESSAGE("paths on this processor: " << paths.size());
   for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
     const GradBuffer g = randomGrads(gt, n, 42 + static_cast<int>(gt));
@@ -134,7 +135,7 @@ TEST_CASE("adam: every thread count gives the same bits") {
     const GradBuffer g = randomGrads(gt, kN, 7);
     for (int mode = 0; mode < 3; ++mode) {
       const AdamRun ref = scalarReference(kN, g, copy, mode);
-      for (Isa isa : supportedIsas()) {
+      for (Isa isa : pathsToCompare()) {
         for (int threads : {2, 3}) {
           AdamRun r = freshAdam(kN);
           const AdamState s = stateOf(r, g, copy);
@@ -152,7 +153,7 @@ TEST_CASE("adam: every thread count gives the same bits") {
 
 TEST_CASE("adam: ranges that start anywhere relative to a vector, short ranges, empty ranges") {
   const GradBuffer g = randomGrads(DType::F16, 200, 5);
-  for (Isa isa : supportedIsas()) {
+  for (Isa isa : pathsToCompare()) {
     for (std::size_t offset : {0, 1, 3, 15, 17}) {
       for (std::size_t count : {0, 1, 7, 16, 31, 33, 100}) {
         AdamRun ref = freshAdam(200), r = freshAdam(200);
@@ -181,7 +182,7 @@ TEST_CASE("adam: NaN and infinite gradients give NaN on every path, nothing else
   adamStep(hyperFor(1, 1), stateOf(ref, g, -1), {Isa::Scalar, 1});
   CHECK(std::isnan(ref.p[3]));
   CHECK(std::isnan(ref.p[20]));  // inf / inf
-  for (Isa isa : supportedIsas()) {
+  for (Isa isa : pathsToCompare()) {
     AdamRun r = freshAdam(64);
     adamStep(hyperFor(1, 1), stateOf(r, g, -1), {isa, 1});
     for (std::size_t i = 0; i < 64; ++i) {
@@ -242,7 +243,7 @@ TEST_CASE("sgd: every path, thread count and split gives the same bits") {
           return r;
         };
         const AdamRun ref = run(Isa::Scalar, 1, false);
-        for (Isa isa : supportedIsas()) {
+        for (Isa isa : pathsToCompare()) {
           for (int threads : {1, 3}) {
             requireSame(ref, run(isa, threads, threads == 3),
                         std::string(nameOf(isa)) + " momentum " + std::to_string(c.momentum) +
@@ -257,7 +258,7 @@ TEST_CASE("sgd: every path, thread count and split gives the same bits") {
 
 TEST_CASE("the roofline kernel leaves every array as it found it") {
   const GradBuffer g = randomGrads(DType::BF16, 1000, 3);
-  for (Isa isa : supportedIsas()) {
+  for (Isa isa : pathsToCompare()) {
     AdamRun r = freshAdam(1000);
     const AdamRun before = freshAdam(1000);
     adamRoofline(stateOf(r, g, -1), 0, 1000, {isa, 2});

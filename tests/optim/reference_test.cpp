@@ -29,6 +29,7 @@
 #include "runtime/optim/adam.h"
 #include "runtime/optim/isa.h"
 #include "runtime/optim/sgd.h"
+#include "tests/optim/compared_paths.h"
 #include "tests/optim/optim_test_util.h"
 
 using namespace zrt;
@@ -86,7 +87,7 @@ TEST_CASE("adam and adamw against float64 over 100 steps: every gradient dtype, 
   for (const Cfg& cfg : cfgs) {
     for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
       const double lossScale = gt == DType::F16 ? 1024.0 : 1.0;
-      for (Isa isa : supportedIsas()) {
+      for (Isa isa : pathsToCompare()) {
         std::vector<float> p = randomFloats(kN, 11, 0.0f, 0.5f);
         std::vector<float> m(kN, 0.0f), v(kN, 0.0f);
         std::vector<std::uint16_t> copy(kN);
@@ -146,7 +147,7 @@ TEST_CASE("sgd against float64 over 100 steps: every gradient dtype, every path"
                       {"sgd+nesterov", 0.9, 0, 1e-3, true}};
   for (const Cfg& cfg : cfgs) {
     for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
-      for (Isa isa : supportedIsas()) {
+      for (Isa isa : pathsToCompare()) {
         std::vector<float> p = randomFloats(kN, 12, 0.0f, 0.5f);
         std::vector<float> buf(kN, 0.0f);
         SgdRef ref{std::vector<double>(p.begin(), p.end()), std::vector<double>(kN, 0.0)};

@@ -6,6 +6,7 @@ usage: torch_reference.py META.json
 META.json: {"optimizer": "adam"|"adamw"|"sgd", "n": N, "steps": T, "foreach": bool,
             "data": path of float32 [p0 (N), grad step 1 (N), ..., grad step T (N)],
             "out": path to write float32 [param (N), state... (N each)],
+            "version_out": path to write torch.__version__ to,
             "hyper": [per-step dicts of the param-group settings]}
 Adam/AdamW write param, exp_avg, exp_avg_sq; SGD writes param and momentum_buffer (if any).
 Exit 3 (with a message naming the fix) when torch or numpy cannot be imported.
@@ -30,6 +31,8 @@ def main():
     if data.size != n * (steps + 1):
         sys.exit(f"torch_reference.py: {meta['data']} holds {data.size} floats, "
                  f"expected {n * (steps + 1)}")
+    with open(meta["version_out"], "w") as f:  # the test checks it is the torch it was tuned on
+        f.write(torch.__version__)
     torch.set_num_threads(1)
     param = torch.nn.Parameter(torch.from_numpy(data[:n].copy()))
     grads = data[n:].reshape(steps, n)

@@ -167,7 +167,7 @@ TEST_CASE("a stage the engine cannot run is refused on every rank before anythin
 
 TEST_CASE("registrations that differ name the first differing parameter and the ranks") {
   const int world = test::worldSize(), rank = test::worldRank();
-  if (world < 2) return;  // registered for 2 and 4 ranks only (CMakeLists.txt)
+  ZRT_REQUIRE_RANKS(2);  // registered for 2 and 4 ranks only (CMakeLists.txt)
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
@@ -183,7 +183,7 @@ TEST_CASE("registrations that differ name the first differing parameter and the 
 
 TEST_CASE("a module reported twice or never is an error on every rank, not a hang") {
   const int world = test::worldSize();
-  if (world < 2) return;  // registered for 2 and 4 ranks only (CMakeLists.txt)
+  ZRT_REQUIRE_RANKS(2);  // registered for 2 and 4 ranks only (CMakeLists.txt)
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);

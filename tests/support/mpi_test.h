@@ -20,13 +20,18 @@ MPI_Comm testComm();
 // True on every rank when `ok` is true on all ranks; use to agree on a result before a CHECK.
 bool allRanks(bool ok);
 
-// Skips (doctest-style early return) unless the world has at least n ranks.
-#define ZRT_REQUIRE_RANKS(n)                                                         \
-  do {                                                                               \
-    if (::zrt::test::worldSize() < (n)) {                                            \
-      MESSAGE("skipped: needs at least " #n " ranks, have " << ::zrt::test::worldSize()); \
-      return;                                                                        \
-    }                                                                                \
+// A test case that needs at least n ranks states it here. Programs are registered only for the
+// rank counts their cases need (zrt_add_mpi_test RANKS in cmake/ZrtTesting.cmake), so a smaller
+// world is a registration mistake: the case fails saying so (on every rank alike, since every
+// rank sees the same world size), instead of returning early and counting as passed.
+#define ZRT_REQUIRE_RANKS(n)                                                                \
+  do {                                                                                      \
+    if (::zrt::test::worldSize() < (n)) {                                                   \
+      FAIL("this test case needs at least " #n " ranks and the world has "                  \
+           << ::zrt::test::worldSize()                                                      \
+           << ": register its program only for rank counts >= " #n                          \
+              " (zrt_add_mpi_test RANKS in cmake/ZrtTesting.cmake)");                       \
+    }                                                                                       \
   } while (0)
 
 }  // namespace zrt::test
