@@ -108,23 +108,6 @@ void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, con
   if (!report.empty()) ZRT_THROW(ErrorType, what, report);
 }
 
-float loadAs(DType t, const void* base, std::size_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(base)[i];
-    case DType::F16: return halfToFloat(static_cast<const std::uint16_t*>(base)[i]);
-    case DType::BF16: return bf16ToFloat(static_cast<const std::uint16_t*>(base)[i]);
-  }
-  return 0;
-}
-
-void storeAs(DType t, void* base, std::size_t i, float v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(base)[i] = v; break;
-    case DType::F16: static_cast<std::uint16_t*>(base)[i] = floatToHalf(v); break;
-    case DType::BF16: static_cast<std::uint16_t*>(base)[i] = floatToBf16(v); break;
-  }
-}
-
 // Sum of squares (in double) and whether anything is inf or NaN.
 struct NormPart {
   double sumSq = 0;
@@ -310,14 +293,14 @@ void Engine::Impl::initialise() {
     values.assign(p.numel, 0.f);
     p.spec->init(values.data(), p.numel);
     char* base = paramBase(p);
-    for (std::uint64_t i = 0; i < p.numel; ++i) storeAs(dtype, base, i, values[i]);
+    for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(dtype, base, i, values[i]);
   }
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
   if (states->masterWeights()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
     const char* full = static_cast<const char*>(states->parameters().data());
-    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = loadAs(dtype, full, s.begin + i);
+    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, full, s.begin + i);
   }
 }
 
@@ -521,6 +504,13 @@ void Engine::Impl::runOptimizer(double gradScale) {
   void* copy = master ? full + shard.begin * es : nullptr;
   const auto& moments = states->moments();
   const OptimizerConfig& oc = config.optimizer;
+  // What changes with the step and the group, the same for every optimizer.
+  auto perStep = [&](auto& h, int group) {
+    h.lr = groupLr(group, taken);
+    h.weightDecay = groupWeightDecay(group);
+    h.step = taken + 1;  // taken steps only: a skipped step does not advance bias correction
+    h.gradScale = gradScale;
+  };
   for (const ParamInfo& p : params) {
     if (!p.spec->trainable) continue;
     const ShardPiece piece = pieceInShard(p.offset, p.numel, shard);
@@ -528,26 +518,20 @@ void Engine::Impl::runOptimizer(double gradScale) {
     const int g = p.spec->group;
     if (oc.type == OptimizerType::SGD) {
       optim::SgdHyper h;
-      h.lr = groupLr(g, taken);
+      perStep(h, g);
       h.momentum = oc.momentum;
       h.dampening = oc.dampening;
       h.nesterov = oc.nesterov;
-      h.weightDecay = groupWeightDecay(g);
-      h.step = taken + 1;
-      h.gradScale = gradScale;
       optim::SgdState s{param, moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
                         grads, dtype, copy, dtype, shard.count};
       optim::sgdStep(h, s, piece.inShard, piece.count);
     } else {
       optim::AdamHyper h;
-      h.lr = groupLr(g, taken);
+      perStep(h, g);
       h.beta1 = oc.beta1;
       h.beta2 = oc.beta2;
       h.eps = oc.eps;
-      h.weightDecay = groupWeightDecay(g);
       h.decoupledWeightDecay = oc.adam_w_mode;
-      h.step = taken + 1;
-      h.gradScale = gradScale;
       optim::AdamState s{param, static_cast<float*>(moments[0].data()),
                          static_cast<float*>(moments[1].data()), grads, dtype, copy, dtype,
                          shard.count};
@@ -622,7 +606,7 @@ std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param
   const ParamInfo& p = e.params.at(e.moduleParams.at(module).at(param));
   std::vector<float> out(p.numel);
   const char* base = e.paramBase(p);
-  for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = loadAs(e.dtype, base, i);
+  for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(e.dtype, base, i);
   return out;
 }
 

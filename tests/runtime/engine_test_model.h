@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/reduce_kernels.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -24,22 +25,8 @@ namespace zrt::test {
 inline constexpr int kWidth = 8;
 inline constexpr int kLayers = 3;
 
-inline float loadValue(DType t, const void* base, std::size_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(base)[i];
-    case DType::F16: return halfToFloat(static_cast<const std::uint16_t*>(base)[i]);
-    case DType::BF16: return bf16ToFloat(static_cast<const std::uint16_t*>(base)[i]);
-  }
-  return 0;
-}
-
-inline void storeValue(DType t, void* base, std::size_t i, float v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(base)[i] = v; break;
-    case DType::F16: static_cast<std::uint16_t*>(base)[i] = floatToHalf(v); break;
-    case DType::BF16: static_cast<std::uint16_t*>(base)[i] = floatToBf16(v); break;
-  }
-}
+inline float loadValue(DType t, const void* base, std::size_t i) { return comm::loadElement(t, base, i); }
+inline void storeValue(DType t, void* base, std::size_t i, float v) { comm::storeElement(t, base, i, v); }
 
 inline EngineModel testModel(double biasLr = -1) {
   EngineModel m;
