@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 #include <utility>
 
 #include "core/error.h"
@@ -9,7 +10,7 @@
 
 namespace zrt::offload {
 
-AlignedBuffer::AlignedBuffer(std::size_t bytes, std::size_t alignment) {
+AlignedBuffer::AlignedBuffer(std::size_t bytes, std::size_t alignment, Init init) {
   ZRT_ENFORCE(alignment >= 8 && (alignment & (alignment - 1)) == 0,
               "alignment ", alignment, " is not a power of two of at least 8");
   if (bytes == 0) return;
@@ -18,8 +19,12 @@ AlignedBuffer::AlignedBuffer(std::size_t bytes, std::size_t alignment) {
   if (posix_memalign(&p, alignment, size_) != 0) {
     ZRT_THROW(OutOfMemory, "could not allocate an aligned buffer of ", formatBytes(size_));
   }
-  std::memset(p, 0, size_);
+  if (init == Init::Zero) std::memset(p, 0, size_);
   data_ = static_cast<std::byte*>(p);
+}
+
+void AlignedBuffer::adviseHugePages() const {
+  if (data_) ::madvise(data_, size_, MADV_HUGEPAGE);
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

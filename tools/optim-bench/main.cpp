@@ -14,7 +14,6 @@
 // neighbour slows every column alike. "of roof" is GB/s / roof GB/s of the same row (the ratio
 // of the medians). The roofline runs the widest path's loads and stores: the bar is the fastest
 // memory traffic, not the path's own.
-#include <sys/mman.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -32,6 +31,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "runtime/optim/adam.h"
+#include "offload/aligned_buffer.h"
 #include "runtime/optim/isa.h"
 #include "core/timing.h"
 #include "core/units.h"
@@ -43,32 +43,13 @@ using namespace zrt::optim;
 
 namespace {
 
-// A 2 MiB-aligned, huge-page-advised buffer (fewer TLB misses for the streaming kernels; the
-// roofline runs on the same buffers). Move-only owner.
-class Buffer {
- public:
-  explicit Buffer(std::size_t bytes) : bytes_(bytes) {
-    constexpr std::size_t kAlign = std::size_t{2} << 20;
-    const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    ptr_ = std::aligned_alloc(kAlign, rounded);
-    if (ptr_ == nullptr) {
-      ZRT_THROW(OutOfMemory, "zrt-optim-bench: cannot allocate ", formatBytes(rounded));
-    }
-    ::madvise(ptr_, rounded, MADV_HUGEPAGE);  // advice only; fine if refused
-  }
-  ~Buffer() { std::free(ptr_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+// 2 MiB-aligned, huge-page-advised and left untouched until fill() (so the pages land near the
+// threads that stream them); the roofline runs on the same buffers.
+offload::AlignedBuffer benchBuffer(std::size_t bytes) {
+  offload::AlignedBuffer b(bytes, std::size_t{2} << 20, offload::AlignedBuffer::Init::Untouched);
+  b.adviseHugePages();
+  return b;
+}
 
 struct Options {
   std::vector<std::string> params{"64M", "256M"};
@@ -173,9 +154,10 @@ int run(const Options& o) {
       torchVersion = torch->version();
     }
     {
-      Buffer p(n * 4), m(n * 4), v(n * 4), g(n * dtypeSize(gradType));
-      std::optional<Buffer> c;
-      if (copy) c.emplace(n * dtypeSize(copyType));
+      offload::AlignedBuffer p = benchBuffer(n * 4), m = benchBuffer(n * 4), v = benchBuffer(n * 4),
+                             g = benchBuffer(n * dtypeSize(gradType));
+      std::optional<offload::AlignedBuffer> c;
+      if (copy) c.emplace(benchBuffer(n * dtypeSize(copyType)));
       AdamState s{p.as<float>(), m.as<float>(),
                   v.as<float>(), g.as<void>(),
                   gradType,      c ? c->as<void>() : nullptr,
