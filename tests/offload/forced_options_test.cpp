@@ -14,6 +14,7 @@ using namespace zrt::offload;
 using zrt::offload::test::fillPattern;
 using zrt::offload::test::firstMismatch;
 using zrt::offload::test::TempDir;
+using zrt::offload::test::roundTrip;
 
 TEST_CASE("forced buffered I/O on a file system that has O_DIRECT") {
   TempDir dir;
@@ -35,19 +36,11 @@ TEST_CASE("forced buffered I/O on a file system that has O_DIRECT") {
 }
 
 TEST_CASE("the thread-pool engine forced by option, with io_uring available") {
-  TempDir dir;
   AioOptions o;
   o.engine = EngineKind::ThreadPool;
   o.block_size = 256 * 1024;
   o.intra_op_parallelism = 2;
   OffloadEngine engine(o);
   CHECK(engine.kind() == EngineKind::ThreadPool);
-  auto opts = engine.fileOptions();
-  opts.create = true;
-  auto file = engine.open({dir.path() / "f"}, opts);
-  AlignedBuffer a(3 << 20), b(3 << 20);
-  fillPattern(a.data(), 3'000'017, 21);
-  engine.writeSync(file, 0, a.data(), 3'000'017);
-  engine.readSync(file, 0, b.data(), 3'000'017);
-  CHECK(firstMismatch(b.data(), 3'000'017, 21) == -1);
+  roundTrip(engine);
 }

@@ -1,6 +1,7 @@
 // Helpers shared by the offload tests, in liburing's manner: a private temporary directory,
 // a size-limited file system mounted inside one (for real ENOSPC and a file system without
-// O_DIRECT), random byte patterns, and skipping a whole program with exit code 77.
+// O_DIRECT), random byte patterns, a write-and-read-back round trip through an engine, and
+// skipping a whole program with exit code 77.
 // Each program includes this header once (one source file per program): it registers the
 // doctest listener that skipProgram consults.
 #pragma once
@@ -21,6 +22,9 @@
 #include <random>
 #include <string>
 #include <system_error>
+
+#include "offload/aligned_buffer.h"
+#include "offload/offload_engine.h"
 
 namespace zrt::offload::test {
 
@@ -229,6 +233,20 @@ inline long long firstMismatch(const void* buf, std::size_t n, std::uint64_t see
     if (p[i] != want[i]) return static_cast<long long>(i);
   }
   return -1;
+}
+
+// Writes 3'000'017 bytes (a tail past the last block) through `engine` into a new file in a
+// temporary directory and reads them back; every byte must match. The smoke test of a fallback.
+inline void roundTrip(OffloadEngine& engine) {
+  TempDir dir;
+  auto opts = engine.fileOptions();
+  opts.create = true;
+  auto file = engine.open({dir.path() / "f"}, opts);
+  AlignedBuffer a(3 << 20), b(3 << 20);
+  fillPattern(a.data(), 3'000'017, 21);
+  engine.writeSync(file, 0, a.data(), 3'000'017);
+  engine.readSync(file, 0, b.data(), 3'000'017);
+  CHECK(firstMismatch(b.data(), 3'000'017, 21) == -1);
 }
 
 }  // namespace zrt::offload::test

@@ -27,20 +27,9 @@ using zrt::offload::test::fillPattern;
 using zrt::offload::test::firstMismatch;
 using zrt::offload::test::StderrCapture;
 using zrt::offload::test::TempDir;
+using zrt::offload::test::roundTrip;
 
 namespace {
-
-void roundTrip(OffloadEngine& engine) {
-  TempDir dir;
-  auto opts = engine.fileOptions();
-  opts.create = true;
-  auto file = engine.open({dir.path() / "f"}, opts);
-  AlignedBuffer a(3 << 20), b(3 << 20);
-  fillPattern(a.data(), 3'000'017, 21);
-  engine.writeSync(file, 0, a.data(), 3'000'017);
-  engine.readSync(file, 0, b.data(), 3'000'017);
-  CHECK(firstMismatch(b.data(), 3'000'017, 21) == -1);
-}
 
 // Makes io_uring_setup fail with ENOSYS for this process from now on.
 bool blockIoUring(std::string* why) {

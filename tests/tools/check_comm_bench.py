@@ -8,19 +8,18 @@ import math
 import subprocess
 import sys
 
+import bench_check
+
 ARGS = ["--min-bytes", "64K", "--max-bytes", "256K", "--step-factor", "4", "--iters", "2",
         "--warmup", "1"]
 
 
 def fail(message, output=""):
-    sys.exit(f"check_comm_bench: {message}\n{output}")
+    bench_check.fail("check_comm_bench", message, output)
 
 
 def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
-    if done.returncode != 0:
-        fail(f"`{' '.join(cmd)}` exited with {done.returncode}", done.stdout + done.stderr)
-    return done.stdout
+    return bench_check.run("check_comm_bench", cmd)
 
 
 def traffic(op, nbytes, n):

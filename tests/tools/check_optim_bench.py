@@ -7,18 +7,17 @@ import math
 import subprocess
 import sys
 
+import bench_check
+
 ARGS = ["--params", "1M", "--threads", "1,2", "--steps", "3"]
 
 
 def fail(message, output=""):
-    sys.exit(f"check_optim_bench: {message}\n{output}")
+    bench_check.fail("check_optim_bench", message, output)
 
 
 def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
-    if done.returncode != 0:
-        fail(f"`{' '.join(cmd)}` exited with {done.returncode}", done.stdout + done.stderr)
-    return done.stdout
+    return bench_check.run("check_optim_bench", cmd)
 
 
 def main():

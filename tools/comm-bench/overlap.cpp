@@ -11,6 +11,7 @@
 #include "comm/gradient_bucketer.h"
 #include "comm/mpi/mpi_handles.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/null/null_communicator.h"
 #include "comm/mpi_check.h"
 #include "comm/reduce_kernels.h"
 #include "core/timing.h"
@@ -52,26 +53,6 @@ long calibrateSpin(double seconds) {
     iters *= 4;
   }
 }
-
-// A communicator that moves nothing and completes at once: the same backward through it costs
-// what the backward costs without communication (layers, bucket copies, bookkeeping).
-class NoComm final : public comm::Communicator {
- public:
-  NoComm(int rank, int size) : rank_(rank), size_(size), stats_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string backendName() const override { return "none"; }
-  comm::Work post(comm::Collective op) override {
-    comm::validate(op, rank_, size_);
-    return comm::Work();
-  }
-  const comm::CommStats& stats() const override { return stats_; }
-  comm::CommStats& stats() override { return stats_; }
-
- private:
-  int rank_, size_;
-  comm::CommStats stats_;
-};
 
 struct Pass {
   double backward = 0, baseline = 0, comm = 0, exposed = 0, waited = 0;
@@ -136,7 +117,9 @@ void runOverlap(const BenchOptions& o) {
     comm::CommOptions co = comm::CommOptions::fromEnvironment();
     co.path = comm::parseCommPath(path);
     comm::MpiCommunicator c(MPI_COMM_WORLD, co);
-    NoComm none(o.rank, o.size);
+    // The same backward through a communicator that moves nothing costs what the backward
+    // costs without communication (layers, bucket copies, bookkeeping).
+    comm::NullCommunicator none(o.rank, o.size);
     comm::GradientBucketerOptions bo;
     bo.stage = 2;
     bo.reduceBucketSize = numel;

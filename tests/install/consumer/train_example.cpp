@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 namespace {
@@ -53,7 +54,7 @@ void put(const zrt::TensorRef& t, std::size_t i, float v) {
 int main(int argc, char** argv) {
   zrt::comm::MpiEnvironment mpi(&argc, &argv);
   int status = 0;
-  {
+  try {
     zrt::comm::MpiCommunicator comm(MPI_COMM_WORLD);
     const zrt::Config config = argc > 1 ? zrt::loadConfig(argv[1], comm.size())
                                         : zrt::parseConfig(kConfig, "built-in config", comm.size());
@@ -129,6 +130,11 @@ int main(int argc, char** argv) {
                   last < 0.5 * first ? "example ok" : "example FAILED: loss did not halve");
     }
     status = last < 0.5 * first ? 0 : 1;
+  } catch (const std::exception& e) {
+    // A bad config, a model that does not fit, a misused engine: the engine raised the same
+    // error on every rank, so each rank says it and exits non-zero.
+    std::fprintf(stderr, "zrt_train_example: %s\n", e.what());
+    status = 2;
   }
   return status;
 }
