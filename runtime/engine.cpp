@@ -246,6 +246,10 @@ void Engine::Impl::layOut() {
         ZRT_THROW(InvalidArgument, where, ": group ", spec.group, " does not exist (",
                   model.groups.size(), " groups)");
       if (!spec.init) ZRT_THROW(InvalidArgument, where, " has no initialiser");
+      if (spec.dtype && *spec.dtype != dtype)
+        ZRT_THROW(InvalidArgument, where, " is registered as ", nameOf(*spec.dtype), " but ",
+                  config.source, " trains in ", nameOf(dtype),
+                  "; every parameter trains in the config's precision");
       ParamInfo p;
       p.module = m;
       p.spec = &spec;

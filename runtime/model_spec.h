@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/dtype.h"
 
 namespace zrt {
 
@@ -33,6 +36,9 @@ struct ParamSpec {
   Initializer init;
   bool trainable = true;
   int group = 0;  // index into EngineModel::groups
+  // The dtype the caller expects the parameter in; every parameter trains in the config's
+  // precision (one flat buffer per kind of state), so a different one is refused, naming it.
+  std::optional<DType> dtype{};
 };
 
 struct ModuleSpec {

@@ -163,6 +163,13 @@ TEST_CASE("a stage the engine cannot run is refused on every rank before anythin
     Engine e(parseConfig(config(1, "", world + 1), "w.json", world + 1), *device, comm, test::testModel());
   });
   CHECK(other.find("communicator has") != std::string::npos);
+  // A parameter registered in another dtype than the config's precision (on every rank).
+  EngineModel model = test::testModel();
+  model.modules[2].params[0].dtype = DType::F16;
+  const std::string dt = messageOf(
+      [&] { Engine e(parseConfig(config(1, R"("bf16": {"enabled": true},)", world), "d.json", world), *device, comm, model); });
+  CAPTURE(dt);
+  CHECK(dt.find("'layer2/weight' is registered as fp16 but d.json trains in bf16") != std::string::npos);
 }
 
 TEST_CASE("registrations that differ name the first differing parameter and the ranks") {
