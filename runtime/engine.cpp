@@ -404,6 +404,13 @@ std::vector<TensorRef> Engine::parameters(std::size_t module) {
   return out;
 }
 
+void Engine::release(std::size_t module) {
+  Impl& e = *impl_;
+  if (module >= e.moduleParams.size())
+    ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
+              " modules)");
+}
+
 std::vector<TensorRef> Engine::gradients(std::size_t module) {
   Impl& e = *impl_;
   if (module >= e.moduleParams.size())

@@ -77,8 +77,12 @@ class Engine {
   double lossScale() const;
 
   void beginMicroStep();
-  // Module m's parameters, whole, in the training dtype, in registration order.
+  // Module m's parameters, whole, in the training dtype, in registration order. At stage 3 this
+  // is a fetch: it returns once the module's parameters are gathered; each call is paired with
+  // release(m) when the caller is done reading them for now (forward, or backward after
+  // backwardDone). At stages 0-2 the parameters are always whole and release() does nothing.
   std::vector<TensorRef> parameters(std::size_t module);
+  void release(std::size_t module);
   // Where module m's gradients go (training dtype, overwritten each micro-step; the engine
   // accumulates). Valid until backwardDone(m).
   std::vector<TensorRef> gradients(std::size_t module);

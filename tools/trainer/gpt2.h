@@ -1,0 +1,107 @@
+// GPT-2, exactly as Hugging Face's GPT2LMHeadModel with a byte vocabulary, forward and backward
+// on the CPU: the model the reference trainer (zrt-train) trains through the Engine.
+// Matrix products go through BLAS (OpenBLAS's cblas_sgemm); the rest are OpenMP loops the
+// compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
+// the Engine's dtype and are widened per module, gradients are rounded to it on the way out.
+//
+// Modules, in registration order (each one an Engine module, so stage 3 gathers block by block):
+//   0        "embed": wte.weight [256, C], wpe.weight [T, C]
+//   1 .. L   "h.{i}": ln_1.{weight,bias}, attn.c_attn.{weight [C,3C],bias}, attn.c_proj.{weight
+//            [C,C],bias}, ln_2.{weight,bias}, mlp.c_fc.{weight [C,4C],bias}, mlp.c_proj.{weight
+//            [4C,C],bias}   (names prefixed "h.{i}.", weights [in, out] as HF's Conv1D)
+//   L + 1    "ln_f": ln_f.{weight,bias}
+// The language-model head is tied to wte, so module 0 is read twice in a forward (first and
+// last) and its gradient is reported once, at the end of backward, holding both uses.
+// Thread-safety: one thread drives a Gpt2; it uses OpenMP and BLAS threads inside.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <zrt/core/device.h>
+#include <zrt/runtime/engine.h>
+#include <zrt/runtime/model_spec.h>
+
+namespace zrt::trainer {
+
+struct Gpt2Shape {
+  int layers = 4;
+  int hidden = 256;  // C
+  int heads = 4;     // C % heads == 0
+  int seqLen = 128;  // T, also wpe's rows
+  int vocab = 256;
+};
+
+// Where the model reads parameters and writes gradients: the Engine (EngineSource below), or a
+// plain fp32 store in tests. Every parameters(m) is paired with a release(m) once the model is
+// done reading them for now (stage 3 frees the gathered copy there); gradients(m) is asked for
+// at most once per module per micro-step and handed back with backwardDone(m).
+class ParameterSource {
+ public:
+  virtual ~ParameterSource() = default;
+  virtual std::vector<TensorRef> parameters(std::size_t module) = 0;
+  virtual void release(std::size_t module) = 0;
+  virtual std::vector<TensorRef> gradients(std::size_t module) = 0;
+  virtual void backwardDone(std::size_t module) = 0;
+};
+
+class EngineSource final : public ParameterSource {
+ public:
+  explicit EngineSource(Engine& engine) : engine_(engine) {}
+  std::vector<TensorRef> parameters(std::size_t m) override { return engine_.parameters(m); }
+  void release(std::size_t m) override { engine_.release(m); }
+  std::vector<TensorRef> gradients(std::size_t m) override { return engine_.gradients(m); }
+  void backwardDone(std::size_t m) override { engine_.backwardDone(m); }
+
+ private:
+  Engine& engine_;
+};
+
+// The registration: names, shapes and GPT-2's initialisation (normal(0, 0.02); c_proj weights
+// normal(0, 0.02/sqrt(2L)); biases 0; LayerNorm weight 1, bias 0) from generators seeded by
+// `seed` and the parameter's index, so every rank and run builds the same model.
+EngineModel gpt2Model(const Gpt2Shape& shape, std::uint64_t seed);
+
+// Throws InvalidArgument naming the flag-like field (layers, hidden, heads, seqLen) when a
+// shape cannot be built.
+void validate(const Gpt2Shape& shape);
+
+struct Gpt2Options {
+  // Keep only each block's input in forward and recompute the block in backward.
+  bool activationCheckpointing = false;
+  // With checkpointing: the kept inputs go to pinned host memory and come back before use.
+  bool checkpointOffload = false;
+};
+
+class Gpt2 {
+ public:
+  // Activation buffers for micro-batches of up to `maxBatch` sequences come from `device`,
+  // charged to MemTag::Activations (offloaded checkpoints: pinned host), at construction.
+  Gpt2(const Gpt2Shape& shape, Gpt2Options options, Device& device, int maxBatch);
+  ~Gpt2();
+  Gpt2(const Gpt2&) = delete;
+  Gpt2& operator=(const Gpt2&) = delete;
+
+  // One micro-batch of `batch` sequences (inputs and targets are batch x T bytes): forward,
+  // the mean cross-entropy over its batch x T tokens, and backward of (that mean x seed), each
+  // module's gradients handed to `src` as soon as they are complete. Returns the mean loss.
+  double forwardBackward(ParameterSource& src, const std::uint8_t* inputs,
+                         const std::uint8_t* targets, int batch, double seed);
+  // Forward only: the mean cross-entropy (validation).
+  double loss(ParameterSource& src, const std::uint8_t* inputs, const std::uint8_t* targets,
+              int batch);
+  // Forward only: logits [batch, T, vocab] (tests compare them with PyTorch's).
+  std::vector<float> logits(ParameterSource& src, const std::uint8_t* inputs, int batch);
+
+  // Model FLOPs per token of forward + backward (6 x matmul parameters + attention), without
+  // recomputation: what "model FLOP rate" figures divide by.
+  double flopsPerToken() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zrt::trainer
