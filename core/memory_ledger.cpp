@@ -12,6 +12,7 @@ namespace zrt {
 std::string_view nameOf(MemTag tag) {
   switch (tag) {
     case MemTag::Parameters: return "parameters";
+    case MemTag::GatheredParameters: return "parameters, gathered";
     case MemTag::Gradients: return "gradients";
     case MemTag::OptimizerState: return "optimizer state";
     case MemTag::CommBuckets: return "comm buckets";

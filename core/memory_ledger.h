@@ -17,6 +17,7 @@ namespace zrt {
 
 enum class MemTag : int {
   Parameters = 0,
+  GatheredParameters,  // stage 3: whole copies gathered from the shards for a module's use
   Gradients,
   OptimizerState,
   CommBuckets,
@@ -24,7 +25,7 @@ enum class MemTag : int {
   Activations,
   Other,
 };
-inline constexpr int kNumMemTags = 7;
+inline constexpr int kNumMemTags = 8;
 
 enum class MemPlace : int {
   Device = 0,

@@ -16,6 +16,7 @@
 #include "core/shard.h"
 #include "core/timing.h"
 #include "partition/model_states.h"
+#include "partition/param_coordinator.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optim/adam.h"
@@ -161,6 +162,8 @@ struct Engine::Impl {
   std::unique_ptr<comm::GradientBucketer> bucketer;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the gatherer that posts to it
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
+  std::unique_ptr<ParamCoordinator> coordinator;  // stage 3
+  std::vector<CoordinatedModule> moduleRanges;
   DeviceMemory workspace;  // one module's gradients as the caller writes them
   LossScaler scaler;
   LrSchedule schedule = LrSchedule::fromConfig(SchedulerConfig{}, 0.0);
@@ -178,12 +181,20 @@ struct Engine::Impl {
   std::int64_t attempted = 0;
   std::int64_t taken = 0;
   double computeSeconds = 0, commSeconds = 0;
+  FetchCounts fetches;  // stage 3, this step
   Clock::time_point microStart;
 
   bool boundaryMicro() const { return micro == accumulation - 1; }
+  // Stages 0-2: where parameter p lives in the whole flat buffer (not at stage 3: shards only).
   char* paramBase(const ParamInfo& p) const {
     const StateBuffer& b = p.spec->trainable ? states->parameters() : states->frozenParameters();
     return static_cast<char*>(b.data()) + p.offset * es;
+  }
+  // This rank's shard of the trainable parameters: inside the whole buffer at stages 0-2, the
+  // buffer itself at stage 3.
+  char* paramShard() const {
+    char* base = static_cast<char*>(states->parameters().data());
+    return stage >= 3 ? base : base + states->trainableLayout().shard.begin * es;
   }
   char* gradBase() const { return static_cast<char*>(states->gradients().data()); }
   const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
@@ -208,9 +219,9 @@ void Engine::Impl::validate() {
   if (config.world_size != world)
     ZRT_THROW(InvalidArgument, "engine: the config (", config.source, ") was resolved for ",
               config.world_size, " ranks but the communicator has ", world);
-  if (stage < 0 || stage > 2)
+  if (stage < 0 || stage > 3)
     ZRT_THROW(InvalidArgument, "engine: zero_optimization.stage ", stage, " in ", config.source,
-              " is not supported by this engine; it runs stages 0, 1 and 2");
+              " is not a ZeRO stage; the engine runs stages 0, 1, 2 and 3");
   const auto& zero = config.zero_optimization;
   if (zero.offload_optimizer.device != OffloadDevice::None ||
       zero.offload_param.device != OffloadDevice::None)
@@ -239,6 +250,7 @@ void Engine::Impl::layOut() {
       ZRT_THROW(InvalidArgument, "engine: two modules are named '", mod.name, "'");
     std::set<std::string> names;
     std::uint64_t scratchAt = 0;
+    CoordinatedModule range{mod.name, trainableAt, 0, frozenAt, 0};
     for (const ParamSpec& spec : mod.params) {
       const std::string where = "engine: parameter '" + mod.name + "/" + spec.name + "'";
       if (!names.insert(spec.name).second) ZRT_THROW(InvalidArgument, where, " is registered twice");
@@ -265,10 +277,12 @@ void Engine::Impl::layOut() {
         p.tensor = frozenCount++;
         frozenAt += p.numel;
       }
+      (spec.trainable ? range.trainableCount : range.frozenCount) += p.numel;
       moduleParams[m].push_back(params.size());
       params.push_back(p);
       tensors.push_back({mod.name + "/" + spec.name, p.numel, spec.trainable});
     }
+    moduleRanges.push_back(std::move(range));
   }
   ModelStateOptions o = modelStateOptions(config, rank);
   o.worldSize = world;
@@ -296,15 +310,23 @@ void Engine::Impl::initialise() {
   for (const ParamInfo& p : params) {
     values.assign(p.numel, 0.f);
     p.spec->init(values.data(), p.numel);
-    char* base = paramBase(p);
-    for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(dtype, base, i, values[i]);
+    if (stage < 3) {
+      char* base = paramBase(p);
+      for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(dtype, base, i, values[i]);
+      continue;
+    }
+    // Stage 3 keeps only this rank's piece of each parameter.
+    const FlatLayout& layout = p.spec->trainable ? states->trainableLayout() : states->frozenLayout();
+    const StateBuffer& shard = p.spec->trainable ? states->parameters() : states->frozenParameters();
+    const ShardPiece piece = pieceInShard(p.offset, p.numel, layout.shard);
+    for (std::uint64_t i = 0; i < piece.count; ++i)
+      comm::storeElement(dtype, shard.data(), piece.inShard + i, values[piece.inTensor + i]);
   }
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
   if (states->masterWeights()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
-    const char* full = static_cast<const char*>(states->parameters().data());
-    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, full, s.begin + i);
+    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, paramShard(), i);
   }
 }
 
@@ -350,7 +372,9 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
     o.ledger = &device.ledger();
     o.output = e.states->gradients().data();
     e.bucketer = std::make_unique<comm::GradientBucketer>(comm, numels, o);
-    if (e.stage >= 1 && e.world > 1) {
+    if (e.stage == 3) {
+      e.gatherLane = comm.duplicate();
+    } else if (e.stage >= 1 && e.world > 1) {
       const std::size_t whole = e.states->trainableLayout().numel;
       // Its own lane where the backend has one, so a gather never queues behind a reduction.
       e.gatherLane = comm.duplicate();
@@ -359,6 +383,25 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
           comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype));
       ZRT_ENFORCE_EQ(e.gatherer->plan().shardCount[0], e.states->trainableLayout().shard.count);
     }
+  }
+  if (e.stage == 3) {
+    const auto& z = config.zero_optimization;
+    CoordinatorOptions o;
+    o.persistenceThreshold = static_cast<std::uint64_t>(std::max<std::int64_t>(0, z.stage3_param_persistence_threshold));
+    o.maxLiveParameters = static_cast<std::uint64_t>(std::max<std::int64_t>(0, z.stage3_max_live_parameters));
+    o.maxReuseDistance = static_cast<std::uint64_t>(std::max<std::int64_t>(0, z.stage3_max_reuse_distance));
+    o.prefetchBucketSize = static_cast<std::uint64_t>(std::max<std::int64_t>(0, z.stage3_prefetch_bucket_size));
+    o.dtype = e.dtype;
+    std::string failure;
+    try {
+      e.coordinator = std::make_unique<ParamCoordinator>(
+          device, e.gatherLane ? *e.gatherLane : comm, e.moduleRanges, e.states->parameters().data(),
+          e.states->trainableLayout().shard.count, e.states->frozenParameters().data(),
+          e.states->frozenLayout().shard.count, o);
+    } catch (const std::exception& ex) {
+      failure = ex.what();
+    }
+    throwIfAnyRankFailed<PeerError>(comm, failure, "engine: stage-3 set-up failed:");
   }
 }
 
@@ -389,6 +432,7 @@ void Engine::beginMicroStep() {
   e.reducing = e.bucketer && (e.stage >= 2 || e.boundaryMicro());
   if (e.reducing) e.bucketer->beginBackward(/*accumulate=*/e.stage >= 2 && e.micro > 0);
   e.microStart = Clock::now();
+  if (e.coordinator) e.coordinator->beginPass();
 }
 
 std::vector<TensorRef> Engine::parameters(std::size_t module) {
@@ -397,9 +441,20 @@ std::vector<TensorRef> Engine::parameters(std::size_t module) {
     ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
               " modules)");
   std::vector<TensorRef> out;
+  if (!e.coordinator) {
+    for (std::size_t i : e.moduleParams[module]) {
+      const ParamInfo& p = e.params[i];
+      out.push_back({&p.spec->name, &p.spec->shape, e.paramBase(p), e.dtype, p.numel});
+    }
+    return out;
+  }
+  const ParamCoordinator::Gathered g = e.coordinator->fetch(module);
+  const CoordinatedModule& range = e.moduleRanges[module];
   for (std::size_t i : e.moduleParams[module]) {
     const ParamInfo& p = e.params[i];
-    out.push_back({&p.spec->name, &p.spec->shape, e.paramBase(p), e.dtype, p.numel});
+    const char* at = p.spec->trainable ? g.trainable + (p.offset - range.trainableBegin) * e.es
+                                       : g.frozen + (p.offset - range.frozenBegin) * e.es;
+    out.push_back({&p.spec->name, &p.spec->shape, const_cast<char*>(at), e.dtype, p.numel});
   }
   return out;
 }
@@ -409,6 +464,7 @@ void Engine::release(std::size_t module) {
   if (module >= e.moduleParams.size())
     ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", e.moduleParams.size(),
               " modules)");
+  if (e.coordinator) e.coordinator->release(module);
 }
 
 std::vector<TensorRef> Engine::gradients(std::size_t module) {
@@ -491,7 +547,16 @@ void Engine::endMicroStep() {
   }
   // Waits during backward (for a staging buffer) were communication the caller sat through;
   // the rest of the micro-step was the caller's compute.
-  const double waitedInBackward = e.reducing ? e.bucketer->exposedSeconds() : 0.0;
+  double waitedInBackward = e.reducing ? e.bucketer->exposedSeconds() : 0.0;
+  if (e.coordinator) {
+    const FetchCounts c = e.coordinator->takeCounts();
+    waitedInBackward += c.waitedSeconds;
+    e.fetches.onDemand += c.onDemand;
+    e.fetches.prefetched += c.prefetched;
+    e.fetches.reused += c.reused;
+    const std::string open = e.coordinator->unreleased();
+    if (!open.empty()) e.misused(open);
+  }
   const auto t0 = Clock::now();
   e.inMicro = false;
   ++e.micro;
@@ -500,6 +565,7 @@ void Engine::endMicroStep() {
     e.bucketer->finishBackward();
   }
   e.agreeNoMisuse();
+  if (e.coordinator) e.coordinator->endPass();
   e.commSeconds += waitedInBackward + secondsSince(t0);
   e.computeSeconds += std::max(0.0, wall - waitedInBackward);
 }
@@ -508,11 +574,10 @@ void Engine::Impl::runOptimizer(double gradScale) {
   const ShardRange& shard = states->trainableLayout().shard;
   if (shard.count == 0) return;
   float* master = static_cast<float*>(states->masterWeights().data());
-  char* full = static_cast<char*>(states->parameters().data());
-  // The gradients of the shard: inside the whole buffer at stages 0/1, the buffer itself at 2.
+  // The gradients of the shard: inside the whole buffer at stages 0/1, the buffer itself at 2-3.
   const char* grads = gradBase() + (stage <= 1 ? shard.begin * es : 0);
-  float* param = master ? master : reinterpret_cast<float*>(full + shard.begin * es);
-  void* copy = master ? full + shard.begin * es : nullptr;
+  float* param = master ? master : reinterpret_cast<float*>(paramShard());
+  void* copy = master ? paramShard() : nullptr;
   const auto& moments = states->moments();
   const OptimizerConfig& oc = config.optimizer;
   // What changes with the step and the group, the same for every optimizer.
@@ -600,12 +665,21 @@ StepReport Engine::step() {
       e.gatherer->finish();
       commSeconds += secondsSince(tg);
     }
+    if (e.coordinator) {
+      const auto tg = Clock::now();
+      e.coordinator->refresh();  // the shards changed: every gathered copy is stale
+      commSeconds += secondsSince(tg);
+    }
   }
   e.scaler.update(overflow);
   e.micro = 0;
   r.optimizerSeconds = secondsSince(t0) - commSeconds;
   r.commSeconds = e.commSeconds + commSeconds;
   r.computeSeconds = e.computeSeconds;
+  r.gathersOnDemand = e.fetches.onDemand;
+  r.gathersPrefetched = e.fetches.prefetched;
+  r.gathersReused = e.fetches.reused;
+  e.fetches = {};
   e.commSeconds = e.computeSeconds = 0;
   return r;
 }
@@ -616,7 +690,17 @@ std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param
   const Impl& e = *impl_;
   const ParamInfo& p = e.params.at(e.moduleParams.at(module).at(param));
   std::vector<float> out(p.numel);
-  const char* base = e.paramBase(p);
+  std::vector<char> gathered;
+  const char* base = e.stage < 3 ? e.paramBase(p) : nullptr;
+  if (!base) {  // stage 3: gather the parameter's pieces from every rank's shard
+    const FlatLayout& layout = p.spec->trainable ? e.states->trainableLayout() : e.states->frozenLayout();
+    const StateBuffer& shard = p.spec->trainable ? e.states->parameters() : e.states->frozenParameters();
+    const GatherPieces g = gatherPieces(p.offset, p.numel, layout.shard.count, e.world, e.rank);
+    gathered.resize(p.numel * e.es);
+    e.comm.allGather(static_cast<const char*>(shard.data()) + g.sendOffset * e.es, gathered.data(),
+                     g.counts, e.dtype, g.displs);
+    base = gathered.data();
+  }
   for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(e.dtype, base, i);
   return out;
 }

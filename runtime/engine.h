@@ -14,7 +14,10 @@
 //     engine.endMicroStep();
 //   StepReport r = engine.step();
 //
-// Stages 0 (data parallel), 1 (optimizer state sharded) and 2 (gradients sharded too); fp32,
+// Stages 0 (data parallel), 1 (optimizer state sharded), 2 (gradients sharded too) and 3
+// (parameters sharded too: parameters(m) gathers module m, release(m) frees it, and the
+// gathers of the coming modules are posted ahead by the recorded trace,
+// partition/param_coordinator.h); fp32,
 // fp16 with dynamic loss scaling and bf16; Adam, AdamW and SGD; clipping by the global norm;
 // the config's LR schedule; parameter groups. Every rank ends a step with the same parameters,
 // equal to one rank training on the whole batch (tests/runtime/engine_equivalence_test.cpp).
@@ -56,6 +59,11 @@ struct StepReport {
   double computeSeconds = 0;    // the caller's forward and backward
   double commSeconds = 0;       // communication the caller waited for (not hidden)
   double optimizerSeconds = 0;  // the optimizer and the parameter gather
+  // Stage 3: module fetches that waited for a gather posted only then (on demand), that found
+  // their gather posted ahead by the trace (prefetched), and that found a kept copy (reused).
+  std::int64_t gathersOnDemand = 0;
+  std::int64_t gathersPrefetched = 0;
+  std::int64_t gathersReused = 0;
 };
 
 class Engine {
@@ -95,8 +103,8 @@ class Engine {
   // The ledger by tag and place, as torch.cuda.memory_summary.
   std::string memorySummary() const;
 
-  // Every parameter's current value in fp32 (this rank's full copy, stages 0-2), by module and
-  // registration order; for tests and checkpoints.
+  // Every parameter's current value in fp32, by module and registration order; for tests and
+  // checkpoints. Collective at stage 3 (it gathers the parameter from every rank's shard).
   std::vector<float> parameterValues(std::size_t module, std::size_t param) const;
 
  private:

@@ -31,11 +31,17 @@ using namespace zrt;
 
 namespace {
 
-std::string config(int stage, const std::string& precision, int world, const std::string& extra = "") {
+// Stage 3 on the test model (three modules of 80 elements): none stays whole, two may be
+// gathered at once.
+constexpr const char* kStage3Limits =
+    R"(, "stage3_param_persistence_threshold": 10, "stage3_max_live_parameters": 160)";
+
+std::string config(int stage, const std::string& precision, int world, const std::string& extra = "",
+                   const std::string& zeroExtra = "") {
   return detail::cat(R"({"train_batch_size": )", 2 * world,
                      R"(, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},)",
                      precision, extra, R"("zero_optimization": {"stage": )", stage,
-                     R"(, "reduce_bucket_size": 50}})");
+                     R"(, "reduce_bucket_size": 50)", zeroExtra, "}}");
 }
 
 std::string messageOf(const std::function<void()>& fn) {
@@ -63,19 +69,24 @@ TEST_CASE("each rank holds exactly the ZeRO formulas' model-state bytes, as zrt-
                                   {R"("fp16": {"enabled": true},)", 2, 12, DType::F16},
                                   {"", 4, 8, DType::F32}};
   for (const Precision& pr : precisions) {
-    for (int stage : {0, 1, 2}) {
+    for (int stage : {0, 1, 2, 3}) {
       CAPTURE(stage);
       CAPTURE(pr.p);
       MemoryLedger ledger;
       auto device = makeDevice("host:64M", ledger);
-      const Config c = parseConfig(config(stage, pr.json, world), "memory test", world);
+      // Stage 3: no module stays whole, at most two of the three (80 elements each) gathered.
+      const Config c = parseConfig(config(stage, pr.json, world, "", kStage3Limits), "memory test", world);
       Engine engine(c, *device, comm, test::testModel());
       // The formulas, by hand: Ψ' and Φ' padded for N' = 1 (stage 0) or N ranks.
       const int parts = stage == 0 ? 1 : world;
       const std::uint64_t psiPad = paddedLength(psi, parts, kShardAlignElements);
       const std::uint64_t frozenPad = paddedLength(frozen, parts, kShardAlignElements);
-      const std::uint64_t params = pr.p * (psiPad + frozenPad);
+      const std::uint64_t params = pr.p * (psiPad + frozenPad) / (stage == 3 ? world : 1);
       const std::uint64_t grads = pr.p * (stage >= 2 ? psiPad / world : psiPad);
+      // Stage 3 adds the gathered copies, at most the live bound: two modules' 80 elements,
+      // which the second step fills (one in use, the next gathered ahead by the first's trace).
+      test::train(engine, comm, 2, 2);
+      CHECK(ledger.get(MemTag::GatheredParameters, MemPlace::Device).peak == (stage == 3 ? 160 * pr.p : 0));
       const std::uint64_t optim = pr.k * (stage >= 1 ? psiPad / world : psiPad);
       CHECK(ledger.get(MemTag::Parameters, MemPlace::Device).current == params);
       CHECK(ledger.get(MemTag::Gradients, MemPlace::Device).current == grads);
@@ -88,6 +99,16 @@ TEST_CASE("each rank holds exactly the ZeRO formulas' model-state bytes, as zrt-
       const plan::PlanLedger predicted = plan::modelStateBytes(in);
       for (MemTag tag : {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState})
         CHECK(ledger.get(tag, MemPlace::Device).current == predicted.byTag(tag, MemPlace::Device));
+      if (stage == 3) {
+        plan::BufferInputs b;
+        b.stage = 3;
+        b.precision = pr.dtype;
+        b.padded = placeModelStates(in, psi, frozen).padded;
+        b.zero = c.zero_optimization;
+        b.largestTensor = test::kWidth * test::kWidth;
+        CHECK(ledger.get(MemTag::GatheredParameters, MemPlace::Device).peak ==
+              plan::bufferBytes(b).byTag(MemTag::GatheredParameters, MemPlace::Device));
+      }
       // Nothing of the model states lands anywhere else.
       for (MemPlace place : {MemPlace::PinnedHost, MemPlace::Host, MemPlace::Nvme})
         for (MemTag tag : {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState})
@@ -149,15 +170,18 @@ TEST_CASE("clipping: the reported norm is the global unsharded norm and the step
   CHECK(r[0].gradNorm > 0.01);  // the clip applied
 }
 
-TEST_CASE("a stage the engine cannot run is refused on every rank before anything runs") {
+TEST_CASE("a config the engine cannot run is refused on every rank before anything runs") {
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  const std::string msg = messageOf(
-      [&] { Engine e(parseConfig(config(3, "", world), "stage3.json", world), *device, comm, test::testModel()); });
-  CHECK(msg.find("stage 3") != std::string::npos);
-  CHECK(msg.find("stage3.json") != std::string::npos);
+  const std::string msg = messageOf([&] {
+    Engine e(parseConfig(config(3, "", world, "", R"(, "offload_optimizer": {"device": "cpu"})"),
+                         "offload.json", world),
+             *device, comm, test::testModel());
+  });
+  CHECK(msg.find("offload") != std::string::npos);
+  CHECK(msg.find("offload.json") != std::string::npos);
   // A config resolved for another world size.
   const std::string other = messageOf([&] {
     Engine e(parseConfig(config(1, "", world + 1), "w.json", world + 1), *device, comm, test::testModel());

@@ -1,4 +1,4 @@
-// The engine on N ranks at stages 0, 1 and 2 ends on the parameters of one rank training the
+// The engine on N ranks at stages 0, 1, 2 and 3 ends on the parameters of one rank training the
 // same global batches at stage 0 (the independent reference: no sharding, no bucketing, one
 // micro-batch per step), for accumulation 1 and 3 and every precision.
 //
@@ -54,7 +54,11 @@ std::string configText(int stage, std::int64_t micro, int accum, int world, DTyp
                      R"(, "train_micro_batch_size_per_gpu": )", micro,
                      R"(, "gradient_accumulation_steps": )", accum, ",", optimizer, precision,
                      R"("zero_optimization": {"stage": )", stage,
-                     R"(, "reduce_bucket_size": 40, "allgather_bucket_size": 100, "overlap_comm": true}})");
+                     R"(, "reduce_bucket_size": 40, "allgather_bucket_size": 100, "overlap_comm": true)",
+                     // Stage 3: no module stays whole (each has 80 elements), at most two are
+                     // gathered at once, and one is gathered ahead.
+                     R"(, "stage3_param_persistence_threshold": 10, "stage3_max_live_parameters": 160)",
+                     R"(, "stage3_prefetch_bucket_size": 80, "stage3_max_reuse_distance": 0}})");
 }
 
 struct Run {
@@ -62,14 +66,15 @@ struct Run {
   std::vector<StepReport> reports;
 };
 
-Run trainOn(comm::Communicator& comm, int stage, std::int64_t micro, int accum, DType dtype) {
+Run trainOn(comm::Communicator& comm, int stage, std::int64_t micro, int accum, DType dtype,
+            const test::TrainHooks& hooks = {}) {
   const Config config = parseConfig(configText(stage, micro, accum, comm.size(), dtype), "engine test",
                                     comm.size());
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
   Engine engine(config, *device, comm, test::testModel(dtype == DType::F32 ? 0.02 : -1));
   Run r;
-  r.reports = test::train(engine, comm, kSteps, micro, {});
+  r.reports = test::train(engine, comm, kSteps, micro, hooks);
   r.values = test::trainedValues(engine);
   return r;
 }
@@ -83,7 +88,7 @@ double maxAbs(const std::vector<std::vector<float>>& v) {
 
 }  // namespace
 
-TEST_CASE("stages 0, 1 and 2 end on the single-rank stage-0 parameters") {
+TEST_CASE("stages 0, 1, 2 and 3 end on the single-rank stage-0 parameters") {
   const int world = test::worldSize();
   comm::MpiCommunicator self(MPI_COMM_SELF);
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
@@ -103,7 +108,7 @@ TEST_CASE("stages 0, 1 and 2 end on the single-rank stage-0 parameters") {
         const double thetaMax = maxAbs(ref.values);
         tol = kSteps * kSgdLr * (3 * u * gMax + u * thetaMax) + u * thetaMax;
       }
-      for (int stage : {0, 1, 2}) {
+      for (int stage : {0, 1, 2, 3}) {
         CAPTURE(nameOf(dtype));
         CAPTURE(accum);
         CAPTURE(stage);
@@ -126,7 +131,7 @@ TEST_CASE("stages 0, 1 and 2 end on the single-rank stage-0 parameters") {
       }
     }
   }
-  CHECK(compared == 18);
+  CHECK(compared == 24);
 }
 
 TEST_CASE("training moves the parameters and lowers the loss") {

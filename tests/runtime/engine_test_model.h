@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -111,7 +112,23 @@ struct TrainHooks {
   // Whether to report layer `l` in (step, micro-step); default all.
   std::function<bool(int, int, int)> report;
   int firstStep = 0;  // the number of the first step trained (samples and hooks follow it)
+  // The order forward reads the layers in, by step (default 0, 1, ...): the math is the same
+  // whatever the order, so a stage-3 run whose fetch order changes must still be exact.
+  std::function<std::vector<int>(int)> forwardOrder;
+  // Read layer 0 a second time at the end of forward (a shared module, as a tied embedding).
+  bool refetchFirst = false;
 };
+
+// Reads module l's parameters (fetch, copy, release: stage 3 gathers them and frees them again).
+inline LayerParams readLayer(Engine& engine, int l) {
+  LayerParams p;
+  auto refs = engine.parameters(static_cast<std::size_t>(l));
+  for (std::size_t i = 0; i < refs[0].numel; ++i) p.w.push_back(loadValue(refs[0].dtype, refs[0].data, i));
+  for (std::size_t i = 0; i < refs[1].numel; ++i) p.s.push_back(loadValue(refs[1].dtype, refs[1].data, i));
+  for (std::size_t i = 0; i < refs[2].numel; ++i) p.b.push_back(loadValue(refs[2].dtype, refs[2].data, i));
+  engine.release(static_cast<std::size_t>(l));
+  return p;
+}
 
 // Trains `steps` steps on `engine`'s model; returns the step reports.
 inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, int steps,
@@ -125,11 +142,15 @@ inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, i
     for (int m = 0; m < accum; ++m) {
       engine.beginMicroStep();
       std::vector<LayerParams> p(kLayers);
-      for (int l = 0; l < kLayers; ++l) {
-        auto refs = engine.parameters(static_cast<std::size_t>(l));
-        for (std::size_t i = 0; i < refs[0].numel; ++i) p[l].w.push_back(loadValue(refs[0].dtype, refs[0].data, i));
-        for (std::size_t i = 0; i < refs[1].numel; ++i) p[l].s.push_back(loadValue(refs[1].dtype, refs[1].data, i));
-        for (std::size_t i = 0; i < refs[2].numel; ++i) p[l].b.push_back(loadValue(refs[2].dtype, refs[2].data, i));
+      std::vector<int> order;
+      if (hooks.forwardOrder) order = hooks.forwardOrder(s);
+      for (int l = 0; l < kLayers; ++l)
+        if (!hooks.forwardOrder) order.push_back(l);
+      for (int l : order) p[static_cast<std::size_t>(l)] = readLayer(engine, l);
+      if (hooks.refetchFirst) {
+        const LayerParams again = readLayer(engine, 0);
+        if (again.w != p[0].w || again.b != p[0].b)
+          throw std::runtime_error("layer 0 read twice in one forward gave different values");
       }
       std::vector<Sample> batch;
       for (std::int64_t b = 0; b < micro; ++b)
@@ -138,11 +159,14 @@ inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, i
       stepLoss += forwardBackward(p, batch, engine.gradientSeed(), g);
       for (int l = kLayers - 1; l >= 0; --l) {
         if (hooks.report && !hooks.report(s, m, l)) continue;
+        // Backward reads the module's parameters again, as a real backward does.
+        engine.parameters(static_cast<std::size_t>(l));
         auto refs = engine.gradients(static_cast<std::size_t>(l));
         for (std::size_t i = 0; i < refs[0].numel; ++i) storeValue(refs[0].dtype, refs[0].data, i, static_cast<float>(g[l][0][i]));
         for (std::size_t i = 0; i < refs[2].numel; ++i) storeValue(refs[2].dtype, refs[2].data, i, static_cast<float>(g[l][1][i]));
         if (hooks.beforeDone) hooks.beforeDone(s, m, l, refs[0]);
         engine.backwardDone(static_cast<std::size_t>(l));
+        engine.release(static_cast<std::size_t>(l));
       }
       engine.endMicroStep();
     }

@@ -30,8 +30,8 @@ MemTag memTagOf(Purpose p) {
     case Purpose::Gradients: return MemTag::Gradients;
     case Purpose::MasterWeights:
     case Purpose::OptimizerMoments: return MemTag::OptimizerState;
-    case Purpose::CommBuckets:
-    case Purpose::GatheredParams: return MemTag::CommBuckets;
+    case Purpose::CommBuckets: return MemTag::CommBuckets;
+    case Purpose::GatheredParams: return MemTag::GatheredParameters;
     case Purpose::SwapBuffers: return MemTag::SwapBuffers;
     case Purpose::Activations: return MemTag::Activations;
     case Purpose::Reserve: return MemTag::Other;
@@ -153,8 +153,8 @@ PlanLedger bufferBytes(const BufferInputs& in) {
   }
   if (in.stage == 3) {
     const std::uint64_t all = in.padded.trainable + in.padded.frozen;
-    const std::uint64_t live =
-        std::max(u(z.stage3_max_live_parameters) + u(z.stage3_prefetch_bucket_size), in.largestTensor);
+    // Gathers posted ahead by the trace count toward the live bound (partition/param_coordinator.h).
+    const std::uint64_t live = std::max(u(z.stage3_max_live_parameters), in.largestTensor);
     l.add(Purpose::GatheredParams, MemPlace::Device, std::min(all, live) * p);
   }
   // Swap buffers come from offload's PinnedBufferPool, which rounds each one up to

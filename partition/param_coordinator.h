@@ -1,0 +1,168 @@
+// The stage-3 parameter coordinator: each rank keeps 1/N of every parameter (its shard of the
+// flat buffers) and the coordinator gathers a module's parameters whole just before it runs and
+// frees them after, as DeepSpeed's PartitionedParameterCoordinator does.
+//
+// - fetch(m) returns once module m's parameters are whole on the device; release(m) says the
+//   caller is done reading them for now. A module's parameters are one contiguous range of the
+//   trainable (and of the frozen) flat buffer, so a module travels as one all-gather with
+//   per-rank pieces (gatherPieces(): each rank's part of the range may differ in size).
+// - Persistence is decided per module: a module with fewer than persistenceThreshold elements
+//   stays whole on every rank, refreshed once per step in refresh(). (DeepSpeed decides per
+//   parameter; here a large module's small biases travel in the module's one collective anyway,
+//   costing no extra latency, so only whole small modules gain from staying.)
+// - Gathered copies live in a pool of device slots charged to MemTag::GatheredParameters, reused
+//   from fetch to fetch (on CUDA an allocation per gather would synchronise the device). Resident
+//   and in-flight gathered elements never exceed maxLiveParameters.
+// - Trace: the first pass (one micro-step's forward and backward) records the order of
+//   fetches; later passes post the gathers of the coming modules, up to prefetchBucketSize
+//   elements ahead, as soon as the module before them is fetched, on the communicator given
+//   (a lane of its own, so gathers never queue behind gradient reductions). A released module
+//   whose next use in the trace is within maxReuseDistance elements is kept, not fetched again.
+//   A fetch that does not follow the trace is served on demand and the pass is recorded again,
+//   so a changed order costs speed, never correctness.
+// - Divergence: while a pass is recorded, every fetch first agrees with the other ranks on which
+//   module comes next (a small all-gather), and endPass() compares the recorded traces; when
+//   ranks differ, every rank throws an error naming the fetch, the module each rank asked for,
+//   instead of hanging in mismatched all-gathers. (A divergence that appears later, on some
+//   ranks only, while the others follow their recorded trace, ends in the collectives' timeout
+//   or an MPI error naming the operation.)
+// Thread-safety: one thread (the training loop) drives a coordinator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/work.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shard.h"
+
+namespace zrt {
+
+// One module's parameters: a range of the trainable and a range of the frozen flat buffer.
+struct CoordinatedModule {
+  std::string name;
+  std::uint64_t trainableBegin = 0, trainableCount = 0;
+  std::uint64_t frozenBegin = 0, frozenCount = 0;
+  std::uint64_t elements() const { return trainableCount + frozenCount; }
+};
+
+// Each rank's piece of elements [begin, begin + count) of a flat buffer whose rank r owns
+// [r·shard, (r+1)·shard): counts[r] elements placed at displs[r] of the gathered range, taken
+// from element sendOffset of this rank's shard.
+struct GatherPieces {
+  std::vector<std::size_t> counts, displs;
+  std::uint64_t sendOffset = 0;
+};
+GatherPieces gatherPieces(std::uint64_t begin, std::uint64_t count, std::uint64_t shard,
+                          int world, int rank);
+
+struct CoordinatorOptions {
+  std::uint64_t persistenceThreshold = 100'000;  // stage3_param_persistence_threshold
+  std::uint64_t maxLiveParameters = 1'000'000'000;  // stage3_max_live_parameters
+  std::uint64_t maxReuseDistance = 1'000'000'000;   // stage3_max_reuse_distance
+  std::uint64_t prefetchBucketSize = 50'000'000;    // stage3_prefetch_bucket_size; 0: none
+  DType dtype = DType::F32;
+};
+
+// Per pass (or since the last takeCounts()): gathers the caller waited for because nothing had
+// posted them (on demand), gathers posted ahead by the trace, fetches served by a kept copy.
+struct FetchCounts {
+  std::int64_t onDemand = 0;
+  std::int64_t prefetched = 0;
+  std::int64_t reused = 0;
+  double waitedSeconds = 0;  // time fetch() blocked on gathers
+};
+
+class ParamCoordinator {
+ public:
+  // `trainableShard`/`frozenShard`: this rank's shards (shard elements each, as FlatLayout says);
+  // they must outlive the coordinator. Collective (gathers the persistent modules).
+  ParamCoordinator(Device& device, comm::Communicator& lane, std::vector<CoordinatedModule> modules,
+                   const void* trainableShard, std::uint64_t trainableShardCount,
+                   const void* frozenShard, std::uint64_t frozenShardCount, CoordinatorOptions options);
+  ~ParamCoordinator();  // waits (bounded) for gathers in flight
+  ParamCoordinator(const ParamCoordinator&) = delete;
+  ParamCoordinator& operator=(const ParamCoordinator&) = delete;
+
+  struct Gathered {
+    const char* trainable = nullptr;  // trainableCount elements
+    const char* frozen = nullptr;     // frozenCount elements
+  };
+  // Module m's parameters, whole. Collective in order: every rank fetches the same modules in
+  // the same order.
+  Gathered fetch(std::size_t m);
+  void release(std::size_t m);
+
+  // A pass is one micro-step: its fetches are compared with (or recorded as) the trace.
+  void beginPass();
+  // Ends the pass; collective: when it was recorded, ranks compare their traces and all throw
+  // when they differ. Throws when a module fetched in the pass is still not released.
+  void endPass();
+  // Modules fetched in this pass and not released (the caller's mistake), or empty.
+  std::string unreleased() const;
+  // The shards changed (an optimizer step): drops every gathered copy, waiting for gathers in
+  // flight, and gathers the persistent modules again. Collective.
+  void refresh();
+
+  FetchCounts takeCounts();
+  bool persistent(std::size_t m) const { return modules_.at(m).persistent; }
+  // Elements of the pool's slots now and at most (the live bound the ledger can show).
+  std::uint64_t poolElements() const { return poolElements_; }
+  bool tracing() const { return !traceValid_; }
+
+ private:
+  struct Module {
+    CoordinatedModule spec;
+    bool persistent = false;
+    int slot = -1;        // pool slot holding the gathered copy, -1 when not resident
+    std::vector<comm::Work> pending;  // the gathers filling it
+    int inUse = 0;        // fetches not yet released
+    bool prefetched = false;  // posted ahead by the trace and not yet fetched
+  };
+  struct Slot {
+    DeviceMemory memory;
+    std::uint64_t elements = 0;
+    bool busy = false;
+  };
+
+  int acquireSlot(std::uint64_t elements, bool mayEvict);
+  void freeSlot(Module& mod);
+  bool evictOne();
+  void post(std::size_t m);
+  void agreeOnFetch(std::size_t m);
+  void prefetchFrom(std::size_t position);
+  void waitPending(Module& mod);
+  void forget(std::size_t m);
+  std::uint64_t liveElements() const;
+  std::optional<std::uint64_t> reuseDistance(std::size_t m) const;
+
+  Device& device_;
+  comm::Communicator& lane_;
+  std::vector<Module> modules_;
+  const char* trainableShard_;
+  const char* frozenShard_;
+  std::uint64_t trainableShardCount_, frozenShardCount_;
+  CoordinatorOptions options_;
+  std::size_t es_;
+  int world_, rank_;
+  std::vector<Slot> slots_;
+  std::uint64_t poolElements_ = 0;
+  DeviceMemory persistentMemory_;  // every persistent module whole, back to back
+  std::vector<std::uint64_t> persistentOffset_;
+
+  std::vector<std::size_t> trace_;     // module order of one pass
+  std::vector<std::size_t> recording_;  // this pass's fetches
+  bool traceValid_ = false;
+  bool following_ = false;  // this pass has matched the trace so far
+  std::size_t position_ = 0;
+  std::size_t prefetchedUpTo_ = 0;  // trace positions below this have been posted or skipped
+  FetchCounts counts_;
+};
+
+}  // namespace zrt
