@@ -102,9 +102,10 @@ std::uint64_t ParamCoordinator::liveElements() const {
 }
 
 // A slot of at least `elements`: a free one that fits, else a new one while the pool stays
-// within maxLiveParameters (dropping free slots that do not fit to make room), else (mayEvict)
-// by evicting a gathered copy nobody uses. -1 when there is no room and no eviction allowed.
-int ParamCoordinator::acquireSlot(std::uint64_t elements, bool mayEvict) {
+// within maxLiveParameters (dropping free slots that do not fit to make room), else by evicting
+// a gathered copy nobody uses whose next use in the trace comes after position `neededAt`
+// (kNow: any). -1 when nothing may be evicted for a prefetch; an error for a fetch.
+int ParamCoordinator::acquireSlot(std::uint64_t elements, std::size_t neededAt) {
   for (;;) {
     int best = -1;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
@@ -135,8 +136,8 @@ int ParamCoordinator::acquireSlot(std::uint64_t elements, bool mayEvict) {
       freeSlot->elements = 0;
       continue;
     }
-    if (!mayEvict) return -1;
-    if (!evictOne()) {
+    if (!evictOne(neededAt)) {
+      if (neededAt != kNow) return -1;
       std::string inUse;
       for (const Module& mod : modules_)
         if (mod.inUse > 0 && !mod.persistent) inUse += (inUse.empty() ? "'" : ", '") + mod.spec.name + "'";
@@ -165,8 +166,9 @@ void ParamCoordinator::forget(std::size_t m) {
     }
 }
 
-// Evicts the unused gathered copy needed last (or never again) by the trace.
-bool ParamCoordinator::evictOne() {
+// Evicts the unused gathered copy needed last (or never again) by the trace, if that is after
+// position `neededAt`.
+bool ParamCoordinator::evictOne(std::size_t neededAt) {
   int victim = -1;
   std::size_t victimNext = 0;
   for (std::size_t m = 0; m < modules_.size(); ++m) {
@@ -184,13 +186,13 @@ bool ParamCoordinator::evictOne() {
       victimNext = next;
     }
   }
-  if (victim < 0) return false;
+  if (victim < 0 || (neededAt != kNow && victimNext <= neededAt)) return false;
   forget(static_cast<std::size_t>(victim));
   return true;
 }
 
 // Posts the gathers of the trace's modules from `from` on, up to prefetchBucketSize elements
-// ahead (the next module always), while the pool has room without evicting anything.
+// ahead (the next module always), while the pool has room or holds a copy needed later.
 void ParamCoordinator::prefetchFrom(std::size_t from) {
   if (!traceValid_ || !following_ || options_.prefetchBucketSize == 0) return;
   std::uint64_t ahead = 0;
@@ -200,7 +202,7 @@ void ParamCoordinator::prefetchFrom(std::size_t from) {
     ahead += mod.spec.elements();
     if (i > from && ahead > options_.prefetchBucketSize) break;
     if (i < prefetchedUpTo_ || mod.slot >= 0) continue;
-    const int slot = acquireSlot(mod.spec.elements(), /*mayEvict=*/false);
+    const int slot = acquireSlot(mod.spec.elements(), i);
     if (slot < 0) break;
     mod.slot = slot;
     mod.prefetched = true;
@@ -245,7 +247,7 @@ ParamCoordinator::Gathered ParamCoordinator::fetch(std::size_t m) {
     agreeOnFetch(m);
   }
   if (mod.slot < 0) {
-    mod.slot = acquireSlot(mod.spec.elements(), /*mayEvict=*/true);
+    mod.slot = acquireSlot(mod.spec.elements(), kNow);
     post(m);
     ++counts_.onDemand;
   } else if (mod.prefetched) {

@@ -131,9 +131,10 @@ class ParamCoordinator {
     bool busy = false;
   };
 
-  int acquireSlot(std::uint64_t elements, bool mayEvict);
+  static constexpr std::size_t kNow = SIZE_MAX;  // a fetch: any unused copy may go
+  int acquireSlot(std::uint64_t elements, std::size_t neededAt);
   void freeSlot(Module& mod);
-  bool evictOne();
+  bool evictOne(std::size_t neededAt);
   void post(std::size_t m);
   void agreeOnFetch(std::size_t m);
   void prefetchFrom(std::size_t position);
