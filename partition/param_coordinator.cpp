@@ -215,7 +215,9 @@ void ParamCoordinator::prefetchFrom(std::size_t from) {
 // they differ, before any rank posts a gather the others would not match.
 void ParamCoordinator::agreeOnFetch(std::size_t m) {
   const std::uint32_t mine[2] = {static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(recording_.size() - 1)};
+  // Pre-filled with this rank's answer, so a backend that moves nothing (comm/null) agrees.
   std::vector<std::uint32_t> all(2 * static_cast<std::size_t>(world_));
+  for (int r = 0; r < world_; ++r) std::copy(mine, mine + 2, all.begin() + 2 * r);
   const auto t0 = std::chrono::steady_clock::now();
   lane_.allGather(mine, all.data(), 2, DType::F32);
   counts_.waitedSeconds += secondsSince(t0);
@@ -308,7 +310,7 @@ void ParamCoordinator::endPass() {
   if (recorded) {
     // Ranks agreed fetch by fetch; a rank that stopped fetching early shows here.
     const std::uint64_t mine = recording_.size();
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(world_));
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(world_), mine);
     lane_.allGather(&mine, all.data(), 2, DType::F32);
     if (std::any_of(all.begin(), all.end(), [&](std::uint64_t n) { return n != mine; })) {
       std::string who;

@@ -5,11 +5,13 @@
 // is the communication the step paid for. It prints per-rank peak bytes by tag from the ledger
 // (the largest over ranks), step time and its split.
 // The model: --params parameters in --modules equal modules (one weight tensor and a bias
-// each). The caller's compute is synthetic and says so: backward writes each gradient as a copy
-// of its parameter (one read and one write per element, the least any backward does), so the
-// figures are the engine's own work (bucket copies, reductions, the optimizer, the gather)
-// against that floor, not a model's FLOPs.
-//   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2
+// each). The caller's compute is synthetic and says so: forward reads every parameter once and
+// backward writes each gradient as a copy of its parameter (one read and one write per element,
+// the least any backward does), so the figures are the engine's own work (bucket copies,
+// reductions, the optimizer, the gathers) against that floor, not a model's FLOPs.
+// Stage 3 runs twice: with the trace's prefetch ("3") and without ("3 no-pf",
+// stage3_prefetch_bucket_size 0), with at most --max-live parameters gathered at once.
+//   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2,3
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
@@ -40,7 +42,8 @@ using zrt::MemTag;
 struct Options {
   std::string params = "1e8";
   int modules = 12;
-  std::vector<int> stages{0, 1, 2};
+  std::vector<int> stages{0, 1, 2, 3};
+  std::string maxLive = "2.5e7";
   int steps = 3;
   std::string precision = "bf16";
   std::string device = "host:16G";
@@ -49,6 +52,7 @@ struct Options {
 
 struct Timing {
   double step = 0, compute = 0, comm = 0, optimizer = 0;
+  std::int64_t onDemand = 0;  // stage 3: gathers the step waited for on demand
 };
 
 zrt::EngineModel benchModel(std::uint64_t total, int modules) {
@@ -65,6 +69,17 @@ zrt::EngineModel benchModel(std::uint64_t total, int modules) {
   return m;
 }
 
+// Reads every byte of a tensor (a sum of 64-bit words, so the compiler cannot skip it).
+std::uint64_t readAll(const zrt::TensorRef& t) {
+  const auto* w = static_cast<const std::uint64_t*>(t.data);
+  const std::size_t words = t.numel * zrt::dtypeSize(t.dtype) / 8;
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < words; ++i) sum += w[i];
+  return sum;
+}
+
+volatile std::uint64_t sink = 0;
+
 Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
   Timing best{1e30, 0, 0, 0};
   for (int s = 0; s < steps + 1; ++s) {  // the first step warms up and is not counted
@@ -72,19 +87,25 @@ Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
     const auto t0 = Clock::now();
     for (int m = 0; m < engine.accumulationSteps(); ++m) {
       engine.beginMicroStep();
+      for (std::size_t mod = 0; mod < engine.numModules(); ++mod) {  // the synthetic forward
+        for (const zrt::TensorRef& t : engine.parameters(mod)) sink = sink + readAll(t);
+        engine.release(mod);
+      }
       for (std::size_t mod = engine.numModules(); mod-- > 0;) {
         const auto p = engine.parameters(mod);
         const auto g = engine.gradients(mod);
         for (std::size_t t = 0; t < p.size(); ++t)  // the synthetic backward: g = θ
           std::memcpy(g[t].data, p[t].data, p[t].numel * zrt::dtypeSize(p[t].dtype));
         engine.backwardDone(mod);
+        engine.release(mod);
       }
       engine.endMicroStep();
     }
     const zrt::StepReport r = engine.step();
     double wall = zrt::secondsSince(t0);
     ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, sync));
-    if (s > 0 && wall < best.step) best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds};
+    if (s > 0 && wall < best.step)
+      best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds, r.gathersOnDemand};
   }
   return best;
 }
@@ -98,7 +119,7 @@ std::uint64_t peakOverRanks(const zrt::MemoryLedger& ledger, MemTag tag, MPI_Com
   return most;
 }
 
-std::string configFor(const Options& o, int stage, int world) {
+std::string configFor(const Options& o, int stage, bool prefetch, int world) {
   std::string precision;
   if (o.precision == "bf16") precision = R"("bf16": {"enabled": true},)";
   if (o.precision == "fp16") precision = R"("fp16": {"enabled": true},)";
@@ -106,7 +127,8 @@ std::string configFor(const Options& o, int stage, int world) {
                           R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},)", precision,
                           R"("zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": ")",
                           o.bucket, R"(", "allgather_bucket_size": ")", o.bucket,
-                          R"(", "overlap_comm": true}})");
+                          R"(", "overlap_comm": true, "stage3_max_live_parameters": ")", o.maxLive,
+                          R"(", "stage3_prefetch_bucket_size": )", prefetch ? "50000000" : "0", "}}");
 }
 
 }  // namespace
@@ -117,7 +139,8 @@ int main(int argc, char** argv) {
   CLI::App app{"zrt-engine-bench: one Engine step per ZeRO stage, with and without communication"};
   app.add_option("--params", o.params, "parameters in all (1e8, or with binary suffixes: 64M)");
   app.add_option("--modules", o.modules, "modules the parameters are split into")->check(CLI::Range(1, 100000));
-  app.add_option("--stages", o.stages, "ZeRO stages to run")->delimiter(',')->check(CLI::Range(0, 2));
+  app.add_option("--stages", o.stages, "ZeRO stages to run")->delimiter(',')->check(CLI::Range(0, 3));
+  app.add_option("--max-live", o.maxLive, "stage3_max_live_parameters (elements gathered at once)");
   app.add_option("--steps", o.steps, "timed steps per stage (the best is shown)")->check(CLI::Range(1, 1000));
   app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_option("--device", o.device, "device spec (host:<capacity>)");
@@ -137,22 +160,29 @@ int main(int argc, char** argv) {
                   o.params.c_str(), o.modules, o.precision.c_str(), world, o.device.c_str(), o.bucket.c_str());
       std::printf("synthetic backward (g = theta: one read, one write per element); best of %d steps\n",
                   o.steps);
-      std::printf("%-5s %9s %9s %9s | %9s %9s %9s | %10s %10s %10s %10s %10s\n", "stage", "step s",
-                  "no-comm s", "not hid s", "compute s", "comm s", "optim s", "params", "grads",
-                  "optimizer", "buckets", "other");
+      std::printf("stage 3: at most %s parameters gathered at once (stage3_max_live_parameters)\n",
+                  o.maxLive.c_str());
+      std::printf("%-8s %9s %9s %9s | %9s %9s %9s %9s | %10s %10s %10s %10s %10s %10s\n", "stage",
+                  "step s", "no-comm s", "not hid s", "compute s", "comm s", "optim s", "on-demand",
+                  "params", "gathered", "grads", "optimizer", "buckets", "other");
     }
+    std::vector<std::pair<int, bool>> runs;  // stage, prefetch
     for (int stage : o.stages) {
-      const zrt::Config config = zrt::parseConfig(configFor(o, stage, world), "engine-bench", world);
+      runs.push_back({stage, true});
+      if (stage == 3) runs.push_back({stage, false});
+    }
+    for (const auto& [stage, prefetch] : runs) {
+      const zrt::Config config = zrt::parseConfig(configFor(o, stage, prefetch, world), "engine-bench", world);
       Timing real, silent;
-      std::uint64_t peaks[5];
+      std::uint64_t peaks[6];
       {
         zrt::MemoryLedger ledger;
         auto device = zrt::makeDevice(o.device, ledger);
         zrt::Engine engine(config, *device, comm, benchModel(total, o.modules));
         real = runSteps(engine, o.steps, MPI_COMM_WORLD);
-        const MemTag tags[] = {MemTag::Parameters, MemTag::Gradients, MemTag::OptimizerState,
-                               MemTag::CommBuckets, MemTag::Other};
-        for (int t = 0; t < 5; ++t) peaks[t] = peakOverRanks(ledger, tags[t], MPI_COMM_WORLD);
+        const MemTag tags[] = {MemTag::Parameters, MemTag::GatheredParameters, MemTag::Gradients,
+                               MemTag::OptimizerState, MemTag::CommBuckets, MemTag::Other};
+        for (int t = 0; t < 6; ++t) peaks[t] = peakOverRanks(ledger, tags[t], MPI_COMM_WORLD);
       }
       {
         zrt::MemoryLedger ledger;
@@ -161,11 +191,13 @@ int main(int argc, char** argv) {
         silent = runSteps(engine, o.steps, MPI_COMM_WORLD);
       }
       if (rank == 0) {
-        std::printf("%-5d %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f | %10s %10s %10s %10s %10s\n", stage,
-                    real.step, silent.step, std::max(0.0, real.step - silent.step), real.compute,
-                    real.comm, real.optimizer, zrt::formatBytes(peaks[0]).c_str(),
-                    zrt::formatBytes(peaks[1]).c_str(), zrt::formatBytes(peaks[2]).c_str(),
-                    zrt::formatBytes(peaks[3]).c_str(), zrt::formatBytes(peaks[4]).c_str());
+        const std::string label = std::to_string(stage) + (stage == 3 && !prefetch ? " no-pf" : "");
+        std::printf("%-8s %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %9lld | %10s %10s %10s %10s %10s %10s\n",
+                    label.c_str(), real.step, silent.step, std::max(0.0, real.step - silent.step),
+                    real.compute, real.comm, real.optimizer, static_cast<long long>(real.onDemand),
+                    zrt::formatBytes(peaks[0]).c_str(), zrt::formatBytes(peaks[1]).c_str(),
+                    zrt::formatBytes(peaks[2]).c_str(), zrt::formatBytes(peaks[3]).c_str(),
+                    zrt::formatBytes(peaks[4]).c_str(), zrt::formatBytes(peaks[5]).c_str());
         std::fflush(stdout);
       }
     }
