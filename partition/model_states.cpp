@@ -25,6 +25,7 @@ ModelStateOptions modelStateOptions(const Config& config, int rank) {
   o.pinOptimizer = config.zero_optimization.offload_optimizer.pin_memory;
   o.offloadParam = config.zero_optimization.offload_param.device;
   o.pinParam = config.zero_optimization.offload_param.pin_memory;
+  o.accumulationSteps = static_cast<int>(config.gradient_accumulation_steps);
   return o;
 }
 
@@ -113,6 +114,7 @@ ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
   frozenParameters_ = allocate(placement_.frozenParameters, MemTag::Parameters);
   gradients_ = allocate(placement_.gradients, MemTag::Gradients);
   gradientHostShard_ = allocate(placement_.gradientHostShard, MemTag::Gradients);
+  gradientAccumulator_ = allocate(placement_.gradientAccumulator, MemTag::Gradients);
   master_ = allocate(placement_.masterWeights, MemTag::OptimizerState);
   for (int i = 0; i < placement_.optimizer.moments; ++i) {
     moments_.push_back(allocate(placement_.moment, MemTag::OptimizerState));

@@ -102,6 +102,9 @@ class ModelStates {
   // device-to-host copies; the CPU optimizer then writes the updated 16-bit shard into it for the
   // copy back).
   const StateBuffer& gradientHostShard() const { return gradientHostShard_; }
+  // 16-bit training with gradient accumulation: the fp32 sum of the micro-steps' gradients,
+  // the whole buffer at stages 0-1, the shard at 2-3 (placement.h).
+  const StateBuffer& gradientAccumulator() const { return gradientAccumulator_; }
   // fp32 master weights of the shard (of everything at stage 0); empty when not kept.
   const StateBuffer& masterWeights() const { return master_; }
   const std::vector<StateBuffer>& moments() const { return moments_; }
@@ -119,6 +122,7 @@ class ModelStates {
   StateBuffer frozenParameters_;
   StateBuffer gradients_;
   StateBuffer gradientHostShard_;
+  StateBuffer gradientAccumulator_;
   StateBuffer master_;
   std::vector<StateBuffer> moments_;
 };

@@ -7,7 +7,7 @@ namespace zrt {
 
 std::uint64_t ModelStatePlacement::bytes() const {
   return parameters.bytes() + frozenParameters.bytes() + gradients.bytes() +
-         gradientHostShard.bytes() + masterWeights.bytes() +
+         gradientHostShard.bytes() + gradientAccumulator.bytes() + masterWeights.bytes() +
          static_cast<std::uint64_t>(optimizer.moments) * moment.bytes();
 }
 
@@ -57,6 +57,12 @@ ModelStatePlacement placeModelStates(const ModelStateOptions& o, std::uint64_t t
     m.gradients = {pad.trainableShard, p, MemPlace::Device, true};
   }
   if (optimizerOffloaded) m.gradientHostShard = {pad.trainableShard, p, MemPlace::PinnedHost, true};
+  // A 16-bit sum of micro-steps would round at every add (bf16 keeps 8 bits: a micro-step's
+  // gradient under 1/256 of the running sum would vanish), so they add up in fp32.
+  if (o.precision != DType::F32 && o.accumulationSteps > 1) {
+    const bool shardG = rules.shardGradients;
+    m.gradientAccumulator = {shardG ? pad.trainableShard : pad.trainable, 4, MemPlace::Device, shardG};
+  }
 
   // Optimizer state: fp32, the shard from stage 1 on (the whole buffer at stage 0, where the
   // shard is the whole buffer), wherever offload_optimizer puts it.

@@ -30,6 +30,7 @@ struct ModelStateOptions {
   bool pinOptimizer = false;  // offload_optimizer.pin_memory: page-locked host memory
   OffloadDevice offloadParam = OffloadDevice::None;
   bool pinParam = false;  // offload_param.pin_memory
+  int accumulationSteps = 1;  // gradient_accumulation_steps
 };
 
 // The flat buffers' sizes in elements: Ψ' = paddedLength(Ψ, N', kShardAlignElements) with
@@ -59,6 +60,7 @@ struct ModelStatePlacement {
   StatePlacement frozenParameters;   // by the same rule
   StatePlacement gradients;          // on the device
   StatePlacement gradientHostShard;  // pinned host, with the optimizer offloaded
+  StatePlacement gradientAccumulator;  // fp32 sum of the micro-steps (16-bit, accumulation > 1)
   StatePlacement masterWeights;      // fp32
   StatePlacement moment;             // fp32, each of optimizer.moments
   std::uint64_t bytes() const;       // everything, moments counted optimizer.moments times
@@ -73,6 +75,8 @@ MemPlace offloadPlace(OffloadDevice d, bool pinned);
 //   gradients    Ψ' on the device (stages 0-1) or Ψ'/N (stages 2-3); with offload_optimizer the
 //                shard Ψ'/N lives in pinned host memory instead, and stage 1 keeps the device
 //                buffer as well (it accumulates there, the host shard receives the reduced part)
+//   accumulator  with a 16-bit dtype and accumulation > 1: the micro-steps' gradients add up in
+//                fp32, not in the dtype, Ψ' (stages 0-1) or Ψ'/N (stages 2-3), on the device
 //   master       Ψ' (stage 0) or Ψ'/N (stages 1-3) in fp32, when kept (optimizerStateSpec)
 //   moments      each like master, where offload_optimizer puts them
 // Throws InvalidArgument for a stage outside 0..3, a bad offload pairing (validateOffload) or a

@@ -128,6 +128,16 @@ NormPart normPartOf(std::size_t count, Load load) {
   return p;
 }
 
+// acc[i] = x[i] (add: acc[i] += x[i]), x in `t`, in fp32.
+void widenInto(DType t, const void* x, float* acc, std::size_t count, bool add) {
+  const auto* h = static_cast<const std::uint16_t*>(x);
+  const auto* f = static_cast<const float*>(x);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float v = t == DType::F32 ? f[i] : t == DType::BF16 ? bf16ToFloat(h[i]) : halfToFloat(h[i]);
+    acc[i] = add ? acc[i] + v : v;
+  }
+}
+
 NormPart normPart(DType t, const void* base, std::size_t count) {
   const auto* h = static_cast<const std::uint16_t*>(base);
   switch (t) {
@@ -197,6 +207,14 @@ struct Engine::Impl {
     return stage >= 3 ? base : base + states->trainableLayout().shard.begin * es;
   }
   char* gradBase() const { return static_cast<char*>(states->gradients().data()); }
+  // 16-bit training with accumulation: the fp32 sum of the micro-steps (model_states.h).
+  float* accumulator() const { return static_cast<float*>(states->gradientAccumulator().data()); }
+  // What the optimizer and the norm read: this rank's shard of the step's gradients.
+  const char* stepGradients() const {
+    if (stage >= 2 && accumulator()) return reinterpret_cast<const char*>(accumulator());
+    return gradBase() + (stage <= 1 ? states->trainableLayout().shard.begin * es : 0);
+  }
+  DType stepGradientType() const { return stage >= 2 && accumulator() ? DType::F32 : dtype; }
   const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
 
   void validate();
@@ -430,7 +448,8 @@ void Engine::beginMicroStep() {
   // Stages 0/1 add micro-steps up locally and reduce once, in the last; stage 2 reduces every
   // micro-step into the shard, so a rank never holds more than its shard of gradients.
   e.reducing = e.bucketer && (e.stage >= 2 || e.boundaryMicro());
-  if (e.reducing) e.bucketer->beginBackward(/*accumulate=*/e.stage >= 2 && e.micro > 0);
+  // With an fp32 accumulator the buckets overwrite the shard and the engine adds it up.
+  if (e.reducing) e.bucketer->beginBackward(/*accumulate=*/e.stage >= 2 && e.micro > 0 && !e.accumulator());
   e.microStart = Clock::now();
   if (e.coordinator) e.coordinator->beginPass();
 }
@@ -496,10 +515,15 @@ void Engine::Impl::feed(std::size_t m) {
     const char* grad = workspace.as<char>() + p.scratchOffset * es;
     if (stage <= 1) {
       char* dst = gradBase() + p.offset * es;
-      if (micro == 0)
+      if (float* acc = accumulator()) {
+        widenInto(dtype, grad, acc + p.offset, p.numel, /*add=*/micro > 0);
+        if (boundaryMicro())  // the sum is rounded to the dtype once, for the all-reduce
+          for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(dtype, dst, i, acc[p.offset + i]);
+      } else if (micro == 0) {
         std::memcpy(dst, grad, p.numel * es);
-      else
+      } else {
         comm::sumPair(dtype, grad, dst, p.numel);  // fp32 add, one rounding
+      }
       if (reducing) bucketer->gradientReady(p.tensor, dst);
     } else {
       bucketer->gradientReady(p.tensor, grad);
@@ -559,10 +583,13 @@ void Engine::endMicroStep() {
   }
   const auto t0 = Clock::now();
   e.inMicro = false;
-  ++e.micro;
+  const int thisMicro = e.micro++;
   if (e.reducing) {
     e.reducing = false;
     e.bucketer->finishBackward();
+    if (e.stage >= 2 && e.accumulator())
+      widenInto(e.dtype, e.gradBase(), e.accumulator(), e.states->trainableLayout().shard.count,
+                /*add=*/thisMicro > 0);
   }
   e.agreeNoMisuse();
   if (e.coordinator) e.coordinator->endPass();
@@ -574,8 +601,8 @@ void Engine::Impl::runOptimizer(double gradScale) {
   const ShardRange& shard = states->trainableLayout().shard;
   if (shard.count == 0) return;
   float* master = static_cast<float*>(states->masterWeights().data());
-  // The gradients of the shard: inside the whole buffer at stages 0/1, the buffer itself at 2-3.
-  const char* grads = gradBase() + (stage <= 1 ? shard.begin * es : 0);
+  const char* grads = stepGradients();
+  const DType gradType = stepGradientType();
   float* param = master ? master : reinterpret_cast<float*>(paramShard());
   void* copy = master ? paramShard() : nullptr;
   const auto& moments = states->moments();
@@ -599,7 +626,7 @@ void Engine::Impl::runOptimizer(double gradScale) {
       h.dampening = oc.dampening;
       h.nesterov = oc.nesterov;
       optim::SgdState s{param, moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
-                        grads, dtype, copy, dtype, shard.count};
+                        grads, gradType, copy, dtype, shard.count};
       optim::sgdStep(h, s, piece.inShard, piece.count);
     } else {
       optim::AdamHyper h;
@@ -609,7 +636,7 @@ void Engine::Impl::runOptimizer(double gradScale) {
       h.eps = oc.eps;
       h.decoupledWeightDecay = oc.adam_w_mode;
       optim::AdamState s{param, static_cast<float*>(moments[0].data()),
-                         static_cast<float*>(moments[1].data()), grads, dtype, copy, dtype,
+                         static_cast<float*>(moments[1].data()), grads, gradType, copy, dtype,
                          shard.count};
       optim::adamStep(h, s, piece.inShard, piece.count);
     }
@@ -632,8 +659,9 @@ StepReport Engine::step() {
   // gets the same bits.
   NormPart mine;
   if (e.bucketer) {
-    const char* g = e.gradBase() + (e.stage <= 1 ? e.normShard.begin * e.es : 0);
-    mine = normPart(e.dtype, g, e.normShard.valid);  // padding past the real elements is not ours to read at stages 0/1
+    // Stages 0/1: this rank's part of the whole (reduced) buffer; 2/3: its shard.
+    const char* g = e.stage <= 1 ? e.gradBase() + e.normShard.begin * e.es : e.stepGradients();
+    mine = normPart(e.stepGradientType(), g, e.normShard.valid);  // padding past the real elements is not ours to read at stages 0/1
   }
   std::vector<NormPart> parts(static_cast<std::size_t>(e.world));
   const auto tc = Clock::now();

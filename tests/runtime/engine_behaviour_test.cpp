@@ -261,3 +261,42 @@ TEST_CASE("a rank whose device is too small fails set-up on every rank, with the
   CHECK(msg.find("rank " + std::to_string(world - 1) + ": ") != std::string::npos);
   CHECK(msg.find("memory ledger") != std::string::npos);
 }
+
+TEST_CASE("16-bit micro-steps add up in fp32, not in the training dtype") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  constexpr int kAccum = 4;
+  constexpr std::uint64_t kN = 64;
+  // bf16 keeps 8 significant bits: 1 + 2^-9 rounds back to 1, so a bf16 running sum of
+  // 1, 2^-9, 2^-9, 2^-9 stays 1; in fp32 it is 1 + 3·2^-9.
+  const double small = std::ldexp(1.0, -9);
+  for (int stage : {0, 1, 2, 3}) {
+    CAPTURE(stage);
+    MemoryLedger ledger;
+    auto device = makeDevice("host:64M", ledger);
+    const Config c = parseConfig(
+        detail::cat(R"({"train_batch_size": )", kAccum * world, R"(, "gradient_accumulation_steps": )", kAccum,
+                    R"(, "bf16": {"enabled": true}, "optimizer": {"type": "SGD", "params": {"lr": 0.0}},)",
+                    R"("zero_optimization": {"stage": )", stage, "}}"),
+        "accumulation", world);
+    EngineModel model;
+    model.modules.push_back({"m", {{"w", {static_cast<std::int64_t>(kN)}, init::constant(0)}}});
+    Engine engine(c, *device, comm, model);
+    // The accumulator: fp32, the whole padded buffer at stages 0-1, the shard at 2-3.
+    const std::uint64_t padded = paddedLength(kN, stage == 0 ? 1 : world, kShardAlignElements);
+    const std::uint64_t grads = stage >= 2 ? padded / world : padded;
+    CHECK(ledger.get(MemTag::Gradients, MemPlace::Device).current == (2 + 4) * grads);
+    for (int m = 0; m < kAccum; ++m) {
+      engine.beginMicroStep();
+      TensorRef g = engine.gradients(0)[0];
+      for (std::uint64_t i = 0; i < kN; ++i) test::storeValue(g.dtype, g.data, i, static_cast<float>(m == 0 ? 1.0 : small));
+      engine.backwardDone(0);
+      engine.endMicroStep();
+    }
+    const StepReport r = engine.step();
+    // Stages 0-1 round the fp32 sum to bf16 once for the all-reduce (1 + 2^-7); stages 2-3
+    // reduce each micro-step and keep the sum in fp32.
+    const double element = stage <= 1 ? 1 + std::ldexp(1.0, -7) : 1 + 3 * small;
+    CHECK(r.gradNorm == doctest::Approx(std::sqrt(static_cast<double>(kN)) * element).epsilon(1e-12));
+  }
+}

@@ -91,6 +91,7 @@ PlanLedger modelStateBytes(const ModelStatePlacement& m) {
   add(Purpose::Parameters, m.frozenParameters);
   add(Purpose::Gradients, m.gradients);
   add(Purpose::Gradients, m.gradientHostShard);
+  add(Purpose::Gradients, m.gradientAccumulator);
   add(Purpose::MasterWeights, m.masterWeights);
   add(Purpose::OptimizerMoments, m.moment, static_cast<std::uint64_t>(m.optimizer.moments));
   return l;
