@@ -63,10 +63,14 @@ StateBuffer::StateBuffer(Device& device, std::size_t bytes, MemTag tag, MemPlace
   }
 }
 
+StateBuffer::StateBuffer(offload::SwapFile file, MemTag tag)
+    : swap_(std::move(file)), bytes_(swap_.bytes()), tag_(tag), place_(MemPlace::Nvme) {}
+
 StateBuffer::StateBuffer(StateBuffer&& other) noexcept
     : memory_(std::move(other.memory_)),
       host_(std::move(other.host_)),
       charge_(std::move(other.charge_)),
+      swap_(std::move(other.swap_)),
       bytes_(std::exchange(other.bytes_, 0)),
       tag_(other.tag_),
       place_(other.place_) {}
@@ -74,6 +78,7 @@ StateBuffer::StateBuffer(StateBuffer&& other) noexcept
 StateBuffer& StateBuffer::operator=(StateBuffer&& other) noexcept {
   if (this != &other) {
     // Members release in reverse order of declaration: the charge, then the host memory.
+    swap_ = std::move(other.swap_);
     charge_ = std::move(other.charge_);
     host_ = std::move(other.host_);
     memory_ = std::move(other.memory_);
@@ -89,14 +94,18 @@ void* StateBuffer::data() const {
   return host_.get();
 }
 
-StateBuffer ModelStates::allocate(const StatePlacement& state, MemTag tag) {
+StateBuffer ModelStates::allocate(const StatePlacement& state, MemTag tag, const char* name) {
   if (state.elements == 0) return {};
+  if (state.place == MemPlace::Nvme && swap_)
+    return StateBuffer(swap_->create(name, state.bytes(), tag, swapOptions_), tag);
   return StateBuffer(*device_, static_cast<std::size_t>(state.bytes()), tag, state.place);
 }
 
 ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
-                         const ModelStateOptions& options)
-    : device_(&device), options_(options), params_(std::move(params)) {
+                         const ModelStateOptions& options, offload::SwapSpace* swap,
+                         offload::FileOpenOptions swapOptions)
+    : device_(&device), swap_(swap), swapOptions_(swapOptions), options_(options),
+      params_(std::move(params)) {
   std::vector<std::uint64_t> trainable, frozen;
   std::uint64_t trainableCount = 0, frozenCount = 0;
   for (const ParamTensor& t : params_) {
@@ -110,14 +119,15 @@ ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
   trainable_ = flatLayout(trainable, placement_.padded.parts, partRank);
   frozen_ = flatLayout(frozen, placement_.padded.parts, partRank);
 
-  parameters_ = allocate(placement_.parameters, MemTag::Parameters);
-  frozenParameters_ = allocate(placement_.frozenParameters, MemTag::Parameters);
-  gradients_ = allocate(placement_.gradients, MemTag::Gradients);
-  gradientHostShard_ = allocate(placement_.gradientHostShard, MemTag::Gradients);
-  gradientAccumulator_ = allocate(placement_.gradientAccumulator, MemTag::Gradients);
-  master_ = allocate(placement_.masterWeights, MemTag::OptimizerState);
+  parameters_ = allocate(placement_.parameters, MemTag::Parameters, "parameters");
+  frozenParameters_ = allocate(placement_.frozenParameters, MemTag::Parameters, "frozen-parameters");
+  gradients_ = allocate(placement_.gradients, MemTag::Gradients, "gradients");
+  gradientHostShard_ = allocate(placement_.gradientHostShard, MemTag::Gradients, "gradient-host-shard");
+  gradientAccumulator_ = allocate(placement_.gradientAccumulator, MemTag::Gradients, "gradient-accumulator");
+  master_ = allocate(placement_.masterWeights, MemTag::OptimizerState, "master-weights");
+  const char* momentNames[] = {"moment-1", "moment-2"};
   for (int i = 0; i < placement_.optimizer.moments; ++i) {
-    moments_.push_back(allocate(placement_.moment, MemTag::OptimizerState));
+    moments_.push_back(allocate(placement_.moment, MemTag::OptimizerState, momentNames[i % 2]));
   }
 }
 

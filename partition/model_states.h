@@ -21,6 +21,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/memory_ledger.h"
+#include "offload/swap_space.h"
 
 namespace zrt {
 
@@ -48,12 +49,14 @@ struct FlatLayout {
 
 FlatLayout flatLayout(std::span<const std::uint64_t> numels, int parts, int rank);
 
-// One model-state buffer: memory on the device or host, or space on NVMe (charged to the ledger
-// here; the swap file that holds it belongs to offload/, so data() is null).
+// One model-state buffer: memory on the device or host, or a swap file on NVMe (data() is null;
+// the file is charged to the ledger by the SwapSpace that made it). Without swap space (zrt-plan,
+// tests of the placement) an NVMe state is only charged.
 class StateBuffer {
  public:
   StateBuffer() = default;
   StateBuffer(Device& device, std::size_t bytes, MemTag tag, MemPlace place);
+  StateBuffer(offload::SwapFile file, MemTag tag);
   StateBuffer(StateBuffer&& other) noexcept;
   StateBuffer& operator=(StateBuffer&& other) noexcept;
   StateBuffer(const StateBuffer&) = delete;
@@ -64,6 +67,8 @@ class StateBuffer {
   MemTag tag() const { return tag_; }
   MemPlace place() const { return place_; }
   explicit operator bool() const { return bytes_ != 0; }
+  // The swap file of an NVMe state; null for memory (and for NVMe without swap space).
+  const offload::SwapFile* swapFile() const { return swap_.file() ? &swap_ : nullptr; }
 
  private:
   struct FreeDeleter {
@@ -71,7 +76,8 @@ class StateBuffer {
   };
   DeviceMemory memory_;                       // device and pinned host
   std::unique_ptr<void, FreeDeleter> host_;  // pageable host
-  LedgerCharge charge_;                       // pageable host and NVMe
+  LedgerCharge charge_;                       // pageable host, NVMe without swap space
+  offload::SwapFile swap_;                    // NVMe
   std::size_t bytes_ = 0;
   MemTag tag_ = MemTag::Other;
   MemPlace place_ = MemPlace::Device;
@@ -81,7 +87,10 @@ class ModelStates {
  public:
   // Allocates this rank's model states; throws InvalidArgument for a bad stage/offload pairing
   // or rank, OutOfMemory (with the ledger) when the device is too small.
-  ModelStates(Device& device, std::vector<ParamTensor> params, const ModelStateOptions& options);
+  // With `swap` (and `swapOptions` from the offload engine that will read them), states placed
+  // on NVMe get swap files of their own.
+  ModelStates(Device& device, std::vector<ParamTensor> params, const ModelStateOptions& options,
+              offload::SwapSpace* swap = nullptr, offload::FileOpenOptions swapOptions = {});
 
   const ModelStateOptions& options() const { return options_; }
   const std::vector<ParamTensor>& params() const { return params_; }
@@ -110,9 +119,11 @@ class ModelStates {
   const std::vector<StateBuffer>& moments() const { return moments_; }
 
  private:
-  StateBuffer allocate(const StatePlacement& state, MemTag tag);
+  StateBuffer allocate(const StatePlacement& state, MemTag tag, const char* name);
 
   Device* device_;
+  offload::SwapSpace* swap_ = nullptr;
+  offload::FileOpenOptions swapOptions_;
   ModelStateOptions options_;
   std::vector<ParamTensor> params_;
   FlatLayout trainable_;

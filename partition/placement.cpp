@@ -61,7 +61,9 @@ ModelStatePlacement placeModelStates(const ModelStateOptions& o, std::uint64_t t
   // gradient under 1/256 of the running sum would vanish), so they add up in fp32.
   if (o.precision != DType::F32 && o.accumulationSteps > 1) {
     const bool shardG = rules.shardGradients;
-    m.gradientAccumulator = {shardG ? pad.trainableShard : pad.trainable, 4, MemPlace::Device, shardG};
+    // With the optimizer offloaded the shard's sum lives beside the host shard it reads.
+    const MemPlace where = optimizerOffloaded && shardG ? MemPlace::PinnedHost : MemPlace::Device;
+    m.gradientAccumulator = {shardG ? pad.trainableShard : pad.trainable, 4, where, shardG};
   }
 
   // Optimizer state: fp32, the shard from stage 1 on (the whole buffer at stage 0, where the

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
@@ -17,8 +18,13 @@
 #include "core/timing.h"
 #include "partition/model_states.h"
 #include "partition/param_coordinator.h"
+#include "offload/aio_options.h"
+#include "offload/offload_engine.h"
+#include "offload/pinned_buffer_pool.h"
+#include "offload/swap_space.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
+#include "runtime/optimizer_swapper.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
 
@@ -168,7 +174,14 @@ struct Engine::Impl {
   std::vector<ParamInfo> params;
   std::vector<std::vector<std::size_t>> moduleParams;
   std::map<std::string, std::size_t> moduleByName;
+  // offload_optimizer = nvme: the pinned buffers, the I/O engine reading into them and the swap
+  // directory, all outliving the model states whose swap files live there.
+  std::unique_ptr<offload::PinnedBufferPool> swapBuffers;
+  std::unique_ptr<offload::OffloadEngine> io;
+  std::unique_ptr<offload::SwapSpace> swapSpace;
   std::unique_ptr<ModelStates> states;
+  std::unique_ptr<OptimizerSwapper> swapper;
+  std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
   std::unique_ptr<comm::GradientBucketer> bucketer;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the gatherer that posts to it
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
@@ -206,12 +219,20 @@ struct Engine::Impl {
     char* base = static_cast<char*>(states->parameters().data());
     return stage >= 3 ? base : base + states->trainableLayout().shard.begin * es;
   }
-  char* gradBase() const { return static_cast<char*>(states->gradients().data()); }
+  bool optimizerOffloaded() const { return static_cast<bool>(states->gradientHostShard()); }
+  // Where the gradients reduce to: the device buffer, or at stages 2-3 with the optimizer
+  // offloaded the host shard (there is no device buffer then).
+  char* gradBase() const {
+    const StateBuffer& g = states->gradients() ? states->gradients() : states->gradientHostShard();
+    return static_cast<char*>(g.data());
+  }
+  char* hostShard() const { return static_cast<char*>(states->gradientHostShard().data()); }
   // 16-bit training with accumulation: the fp32 sum of the micro-steps (model_states.h).
   float* accumulator() const { return static_cast<float*>(states->gradientAccumulator().data()); }
   // What the optimizer and the norm read: this rank's shard of the step's gradients.
   const char* stepGradients() const {
     if (stage >= 2 && accumulator()) return reinterpret_cast<const char*>(accumulator());
+    if (optimizerOffloaded()) return hostShard();  // stage 1 copies its shard down first
     return gradBase() + (stage <= 1 ? states->trainableLayout().shard.begin * es : 0);
   }
   DType stepGradientType() const { return stage >= 2 && accumulator() ? DType::F32 : dtype; }
@@ -228,6 +249,9 @@ struct Engine::Impl {
   double groupLr(int group, std::int64_t step) const;
   double groupWeightDecay(int group) const;
   void runOptimizer(double gradScale);
+  void stepWindow(double gradScale, std::uint64_t begin, std::uint64_t count, float* master,
+                  float* moment0, float* moment1);
+  void setUpOffload();
 };
 
 void Engine::Impl::validate() {
@@ -241,11 +265,13 @@ void Engine::Impl::validate() {
     ZRT_THROW(InvalidArgument, "engine: zero_optimization.stage ", stage, " in ", config.source,
               " is not a ZeRO stage; the engine runs stages 0, 1, 2 and 3");
   const auto& zero = config.zero_optimization;
-  if (zero.offload_optimizer.device != OffloadDevice::None ||
-      zero.offload_param.device != OffloadDevice::None)
+  if (zero.offload_param.device != OffloadDevice::None)
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
-              " asks for offload (zero_optimization.offload_optimizer/offload_param), which this "
-              "engine does not run yet");
+              " asks for zero_optimization.offload_param, which this engine does not run yet "
+              "(offload_optimizer runs)");
+  if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.offload_optimizer.nvme_path.empty())
+    ZRT_THROW(InvalidArgument, "engine: ", config.source,
+              ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");
   if (device.kind() != DeviceKind::Host)
     ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
               " is not supported yet; the engine's step runs on the host device");
@@ -304,7 +330,33 @@ void Engine::Impl::layOut() {
   }
   ModelStateOptions o = modelStateOptions(config, rank);
   o.worldSize = world;
-  states = std::make_unique<ModelStates>(device, std::move(tensors), o);
+  const OffloadOptimizerConfig& off = config.zero_optimization.offload_optimizer;
+  OptimizerSwapperOptions so;
+  std::uint64_t shardCount = 0;
+  if (off.device == OffloadDevice::Nvme) {
+    const ModelStatePlacement planned = placeModelStates(o, trainableAt, frozenAt);
+    shardCount = planned.padded.trainableShard;
+    const std::uint64_t files = (planned.optimizer.masterWeights ? 1 : 0) + planned.optimizer.moments;
+    so.subGroupSize = static_cast<std::uint64_t>(std::max<std::int64_t>(1, config.zero_optimization.sub_group_size));
+    so.bufferCount = off.buffer_count;
+    so.pipelineRead = off.pipeline_read;
+    so.pipelineWrite = off.pipeline_write;
+    const std::uint64_t sub = OptimizerSwapper::subGroupElements(shardCount, so.subGroupSize);
+    swapBuffers = std::make_unique<offload::PinnedBufferPool>(
+        device, static_cast<std::size_t>(std::max(1, off.buffer_count)), sub * 4 * files);
+    io = std::make_unique<offload::OffloadEngine>(offload::aioOptionsFrom(config.aio), swapBuffers->iovecs());
+    swapSpace = std::make_unique<offload::SwapSpace>(
+        std::vector<std::filesystem::path>(off.nvme_path.begin(), off.nvme_path.end()), device.ledger(), rank);
+  }
+  states = std::make_unique<ModelStates>(device, std::move(tensors), o, swapSpace.get(),
+                                         io ? io->fileOptions() : offload::FileOpenOptions{});
+  if (io) {
+    std::vector<const offload::SwapFile*> files;
+    if (states->masterWeights()) files.push_back(states->masterWeights().swapFile());
+    for (const StateBuffer& m : states->moments()) files.push_back(m.swapFile());
+    swapper = std::make_unique<OptimizerSwapper>(*io, *swapBuffers, files, shardCount, so);
+  }
+  if (optimizerOffloaded()) copyStream = device.createStream();
   std::uint64_t widest = 0;
   for (std::size_t m = 0; m < model.modules.size(); ++m) {
     std::uint64_t n = 0;
@@ -321,9 +373,11 @@ void Engine::Impl::layOut() {
 
 void Engine::Impl::initialise() {
   for (const StateBuffer* b : {&states->parameters(), &states->frozenParameters(),
-                               &states->gradients(), &states->masterWeights()})
-    if (*b) std::memset(b->data(), 0, b->bytes());
-  for (const StateBuffer& b : states->moments()) std::memset(b.data(), 0, b.bytes());
+                               &states->gradients(), &states->gradientHostShard(),
+                               &states->masterWeights()})
+    if (b->data()) std::memset(b->data(), 0, b->bytes());
+  for (const StateBuffer& b : states->moments())
+    if (b.data()) std::memset(b.data(), 0, b.bytes());
   std::vector<float> values;
   for (const ParamInfo& p : params) {
     values.assign(p.numel, 0.f);
@@ -341,10 +395,16 @@ void Engine::Impl::initialise() {
       comm::storeElement(dtype, shard.data(), piece.inShard + i, values[piece.inTensor + i]);
   }
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
-  if (states->masterWeights()) {
+  if (states->masterWeights().data()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
     for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, paramShard(), i);
+  } else if (swapper) {  // on NVMe: written sub-group by sub-group, the moments zero
+    swapper->fill([&](const OptimizerSwapper::Window& w) {
+      for (std::uint64_t i = 0; i < w.count; ++i) w.states[0][i] = comm::loadElement(dtype, paramShard(), w.begin + i);
+      for (std::size_t k = 1; k < w.states.size(); ++k) std::fill(w.states[k], w.states[k] + w.count, 0.0f);
+    });
+    swapper->takeStats();
   }
 }
 
@@ -388,7 +448,7 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
     // their bucket on arrival.
     o.contiguousGradients = true;
     o.ledger = &device.ledger();
-    o.output = e.states->gradients().data();
+    o.output = e.gradBase();
     e.bucketer = std::make_unique<comm::GradientBucketer>(comm, numels, o);
     if (e.stage == 3) {
       e.gatherLane = comm.duplicate();
@@ -600,12 +660,38 @@ void Engine::endMicroStep() {
 void Engine::Impl::runOptimizer(double gradScale) {
   const ShardRange& shard = states->trainableLayout().shard;
   if (shard.count == 0) return;
-  float* master = static_cast<float*>(states->masterWeights().data());
-  const char* grads = stepGradients();
+  if (stage == 1 && optimizerOffloaded()) {  // the reduced shard goes down to the host first
+    device.copyAsync(hostShard(), gradBase() + shard.begin * es, shard.count * es, *copyStream);
+    copyStream->synchronize();
+  }
+  if (swapper) {
+    swapper->forEach([&](const OptimizerSwapper::Window& w) {
+      stepWindow(gradScale, w.begin, w.count, w.states[0], w.states.size() > 1 ? w.states[1] : nullptr,
+                 w.states.size() > 2 ? w.states[2] : nullptr);
+    });
+  } else {
+    const auto& moments = states->moments();
+    stepWindow(gradScale, 0, shard.count, static_cast<float*>(states->masterWeights().data()),
+               moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
+               moments.size() < 2 ? nullptr : static_cast<float*>(moments[1].data()));
+  }
+  if (optimizerOffloaded()) {  // the updated shard, written over its gradients, goes back up
+    device.copyAsync(paramShard(), hostShard(), shard.count * es, *copyStream);
+    copyStream->synchronize();
+  }
+}
+
+// The optimizer on elements [begin, begin + count) of the shard, whose fp32 states start at
+// `master` and the moments (the whole shard in memory, or one sub-group swapped in).
+void Engine::Impl::stepWindow(double gradScale, std::uint64_t begin, std::uint64_t count,
+                              float* master, float* moment0, float* moment1) {
+  const ShardRange& shard = states->trainableLayout().shard;
   const DType gradType = stepGradientType();
-  float* param = master ? master : reinterpret_cast<float*>(paramShard());
-  void* copy = master ? paramShard() : nullptr;
-  const auto& moments = states->moments();
+  const char* grads = stepGradients() + begin * dtypeSize(gradType);
+  float* param = master ? master : reinterpret_cast<float*>(paramShard()) + begin;
+  // With a master copy the updated value is also written in the training dtype: into the
+  // device shard, or, offloaded, over the host shard's consumed gradients for the copy back.
+  void* copy = master ? (optimizerOffloaded() ? hostShard() : paramShard()) + begin * es : nullptr;
   const OptimizerConfig& oc = config.optimizer;
   // What changes with the step and the group, the same for every optimizer.
   auto perStep = [&](auto& h, int group) {
@@ -617,7 +703,9 @@ void Engine::Impl::runOptimizer(double gradScale) {
   for (const ParamInfo& p : params) {
     if (!p.spec->trainable) continue;
     const ShardPiece piece = pieceInShard(p.offset, p.numel, shard);
-    if (piece.count == 0) continue;
+    const std::uint64_t lo = std::max(piece.inShard, begin);
+    const std::uint64_t hi = std::min(piece.inShard + piece.count, begin + count);
+    if (piece.count == 0 || hi <= lo) continue;
     const int g = p.spec->group;
     if (oc.type == OptimizerType::SGD) {
       optim::SgdHyper h;
@@ -625,9 +713,8 @@ void Engine::Impl::runOptimizer(double gradScale) {
       h.momentum = oc.momentum;
       h.dampening = oc.dampening;
       h.nesterov = oc.nesterov;
-      optim::SgdState s{param, moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
-                        grads, gradType, copy, dtype, shard.count};
-      optim::sgdStep(h, s, piece.inShard, piece.count);
+      optim::SgdState s{param, moment0, grads, gradType, copy, dtype, count};
+      optim::sgdStep(h, s, lo - begin, hi - lo);
     } else {
       optim::AdamHyper h;
       perStep(h, g);
@@ -635,10 +722,8 @@ void Engine::Impl::runOptimizer(double gradScale) {
       h.beta2 = oc.beta2;
       h.eps = oc.eps;
       h.decoupledWeightDecay = oc.adam_w_mode;
-      optim::AdamState s{param, static_cast<float*>(moments[0].data()),
-                         static_cast<float*>(moments[1].data()), grads, gradType, copy, dtype,
-                         shard.count};
-      optim::adamStep(h, s, piece.inShard, piece.count);
+      optim::AdamState s{param, moment0, moment1, grads, gradType, copy, dtype, count};
+      optim::adamStep(h, s, lo - begin, hi - lo);
     }
   }
 }
@@ -683,6 +768,7 @@ StepReport Engine::step() {
     const double maxNorm = e.config.gradient_clipping;
     if (maxNorm > 0 && r.gradNorm > maxNorm) clip = maxNorm / (r.gradNorm + 1e-6);
     e.runOptimizer(optim::gradMultiplier(scale, clip));
+    if (e.swapper) r.ioSeconds = e.swapper->takeStats().ioWaitSeconds;
     ++e.taken;
     if (e.gatherer) {
       const auto tg = Clock::now();

@@ -59,6 +59,7 @@ struct StepReport {
   double computeSeconds = 0;    // the caller's forward and backward
   double commSeconds = 0;       // communication the caller waited for (not hidden)
   double optimizerSeconds = 0;  // the optimizer and the parameter gather
+  double ioSeconds = 0;         // of the optimizer's time: waiting on NVMe (offload_optimizer nvme)
   // Stage 3: module fetches that waited for a gather posted only then (on demand), that found
   // their gather posted ahead by the trace (prefetched), and that found a kept copy (reused).
   std::int64_t gathersOnDemand = 0;

@@ -1,0 +1,84 @@
+// The optimizer state of a rank's shard on NVMe (offload_optimizer.device = nvme), stepped
+// sub-group by sub-group through pinned buffers while the disk keeps moving: the swapper reads
+// sub-groups ahead, the CPU optimizer updates one, and its write-back runs while the next one
+// steps. DeepSpeed's pipelined swapper reads at most one ahead and moves the fp32 gradients
+// through NVMe too; here the gradients stay in pinned memory (the rank's host shard), so each
+// parameter moves 4 bytes per fp32 state each way (12 for Adam), and `buffer_count` buffers
+// keep up to buffer_count − 1 reads in flight.
+//
+// Sub-group g covers elements [g·S, min((g+1)·S, count)) of every state, S = sub_group_size
+// rounded up to 1024 elements (4 KiB of fp32, so every offset suits O_DIRECT).
+// pipeline_read = false reads each sub-group only when it is due; pipeline_write = false waits
+// for each write-back before the next sub-group steps.
+// Thread-safety: one thread drives a swapper; the offload engine's threads do the I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "offload/offload_engine.h"
+#include "offload/pinned_buffer_pool.h"
+#include "offload/swap_space.h"
+
+namespace zrt {
+
+struct OptimizerSwapperOptions {
+  std::uint64_t subGroupSize = 1'000'000'000;  // zero_optimization.sub_group_size
+  int bufferCount = 4;                         // offload_optimizer.buffer_count
+  bool pipelineRead = true;
+  bool pipelineWrite = true;
+};
+
+class OptimizerSwapper {
+ public:
+  // A sub-group's states in pinned memory: states[k] holds `count` elements of file k.
+  struct Window {
+    std::size_t index = 0;
+    std::uint64_t begin = 0;
+    std::uint64_t count = 0;
+    std::vector<float*> states;
+  };
+  struct Stats {
+    double ioWaitSeconds = 0;   // the step waited for reads or write-backs
+    double updateSeconds = 0;   // inside the caller's update
+    std::uint64_t bytesRead = 0, bytesWritten = 0;
+  };
+
+  // Sizes of the pinned buffers this swapper needs for `states` files of `count` elements.
+  static std::uint64_t subGroupElements(std::uint64_t count, std::uint64_t subGroupSize);
+
+  // `files`: one swap file per fp32 state (master weights, then the moments), `count` elements
+  // each. The buffers come from `pool` (buffer_count buffers of subGroupElements()·4·files
+  // bytes), which with `io` must outlive the swapper.
+  OptimizerSwapper(offload::OffloadEngine& io, offload::PinnedBufferPool& pool,
+                   std::vector<const offload::SwapFile*> files, std::uint64_t count,
+                   OptimizerSwapperOptions options);
+
+  // Reads every sub-group, calls update() on it, writes it back; returns when all writes are
+  // done. An I/O error names the file and offset (offload/io_request.h) and leaves no request
+  // in flight.
+  void forEach(const std::function<void(const Window&)>& update);
+  // Writes every sub-group from what fill() puts in the buffers (no reads): initialisation.
+  void fill(const std::function<void(const Window&)>& fill);
+
+  std::size_t subGroups() const { return groups_; }
+  Stats takeStats();
+
+ private:
+  void run(const std::function<void(const Window&)>& fn, bool read);
+
+  offload::OffloadEngine& io_;
+  offload::PinnedBufferPool& pool_;
+  std::vector<const offload::SwapFile*> files_;
+  std::uint64_t count_;
+  std::uint64_t subGroup_;
+  std::size_t groups_;
+  OptimizerSwapperOptions options_;
+  Stats stats_;
+};
+
+}  // namespace zrt
