@@ -1,11 +1,15 @@
 #include "offload/aio_options.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "core/config/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "offload/fault_injecting_engine.h"
 
 namespace zrt::offload {
 
@@ -68,6 +72,22 @@ AioOptions aioOptionsFrom(const AioConfig& config) {
   if (directEnv && *directEnv) {
     o.direct = parseDirectIo(directEnv);
     ZRT_INFO("ZRT_AIO_DIRECT=", directEnv, ": direct I/O ", nameOf(o.direct));
+  }
+  // Read on every call (a test sets it for one engine): fail one transfer of ring 0 with EIO.
+  if (const char* fault = std::getenv("ZRT_AIO_FAULT"); fault && *fault) {
+    char* end = nullptr;
+    const unsigned long long at = std::strtoull(fault, &end, 10);
+    if (end == fault || *end != '\0')
+      ZRT_THROW(InvalidArgument, "ZRT_AIO_FAULT must be a transfer number, got '", fault, "'");
+    ZRT_WARN("ZRT_AIO_FAULT=", fault, ": transfer ", at, " of ring 0 will fail with EIO (a test hook)");
+    o.wrap_engine = [at](std::unique_ptr<IoEngine> engine, int ring) -> std::unique_ptr<IoEngine> {
+      if (ring != 0) return engine;
+      return std::make_unique<FaultInjectingEngine>(
+          std::move(engine), [at](const IoUnit&, std::uint64_t seq) -> std::optional<Fault> {
+            if (seq == at) return Fault::fail(EIO);
+            return std::nullopt;
+          });
+    };
   }
   validate(o);
   return o;

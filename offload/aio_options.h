@@ -48,7 +48,8 @@ struct AioOptions {
 
 // From the config's `aio` section. Environment overrides, read once and logged at info level:
 // ZRT_AIO_ENGINE=auto|io_uring|threads|null and ZRT_AIO_DIRECT=auto|on|off. use_gds is not
-// supported and warns once.
+// supported and warns once. A test hook, read on every call: ZRT_AIO_FAULT=<n> fails transfer
+// n (counted from 0) of the engine's first ring with EIO.
 AioOptions aioOptionsFrom(const AioConfig& config);
 
 // Throws InvalidArgument naming the option and the accepted range.

@@ -249,6 +249,7 @@ struct Engine::Impl {
   double groupLr(int group, std::int64_t step) const;
   double groupWeightDecay(int group) const;
   void runOptimizer(double gradScale);
+  void copyUpdateUp();
   void stepWindow(double gradScale, std::uint64_t begin, std::uint64_t count, float* master,
                   float* moment0, float* moment1);
   void setUpOffload();
@@ -675,10 +676,16 @@ void Engine::Impl::runOptimizer(double gradScale) {
                moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
                moments.size() < 2 ? nullptr : static_cast<float*>(moments[1].data()));
   }
-  if (optimizerOffloaded()) {  // the updated shard, written over its gradients, goes back up
-    device.copyAsync(paramShard(), hostShard(), shard.count * es, *copyStream);
-    copyStream->synchronize();
-  }
+}
+
+// Offloaded: the updated shard, written over its gradients in the host shard, goes back up to
+// the device (after every rank's optimizer succeeded, so a failure leaves every rank's
+// parameters as they were).
+void Engine::Impl::copyUpdateUp() {
+  const ShardRange& shard = states->trainableLayout().shard;
+  if (!optimizerOffloaded() || shard.count == 0) return;
+  device.copyAsync(paramShard(), hostShard(), shard.count * es, *copyStream);
+  copyStream->synchronize();
 }
 
 // The optimizer on elements [begin, begin + count) of the shard, whose fp32 states start at
@@ -767,7 +774,21 @@ StepReport Engine::step() {
     double clip = 1.0;
     const double maxNorm = e.config.gradient_clipping;
     if (maxNorm > 0 && r.gradNorm > maxNorm) clip = maxNorm / (r.gradNorm + 1e-6);
-    e.runOptimizer(optim::gradMultiplier(scale, clip));
+    // An optimizer that fails on one rank (an NVMe read) must not leave the others waiting in
+    // the gathers that follow: every rank hears of it here, before any rank copies its update
+    // up, so every rank keeps the step's old parameters.
+    if (e.swapper) {
+      std::string failure;
+      try {
+        e.runOptimizer(optim::gradMultiplier(scale, clip));
+      } catch (const std::exception& ex) {
+        failure = ex.what();
+      }
+      throwIfAnyRankFailed<PeerError>(e.comm, failure, "engine: the optimizer step failed:");
+    } else {
+      e.runOptimizer(optim::gradMultiplier(scale, clip));
+    }
+    e.copyUpdateUp();
     if (e.swapper) r.ioSeconds = e.swapper->takeStats().ioWaitSeconds;
     ++e.taken;
     if (e.gatherer) {

@@ -81,7 +81,8 @@ std::vector<std::vector<float>> train(Engine& engine, comm::Communicator& comm) 
       }
       engine.endMicroStep();
     }
-    CHECK(engine.step().taken);
+    const StepReport r = engine.step();  // outside CHECK: a failure must reach the caller
+    CHECK(r.taken);
   }
   std::vector<std::vector<float>> values;
   for (std::size_t mod = 0; mod < engine.numModules(); ++mod)
@@ -182,4 +183,39 @@ TEST_CASE("a device too small for stage 3 trains with the optimizer on NVMe") {
   Engine engine(parseConfig(config(3, world, 1, DType::BF16, nvme), "nvme.json", world), *device, comm, syntheticModel());
   train(engine, comm);
   CHECK(ledger.total(MemPlace::Device).peak <= offloadedPeak);
+}
+
+TEST_CASE("an I/O error during the NVMe optimizer step names the file on every rank; parameters keep") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  ScratchDir scratch;
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
+                                       scratch.path.string(), R"("], "buffer_count": 2})");
+  // Rank 0's engine fails its 5th transfer after the initial writes: a read of the first step.
+  // (Initialisation writes every sub-group of each state once: sub-groups x 3 transfers.)
+  const std::uint64_t shard = (12240 + 32 * world - 1) / (32 * world) * 32;
+  const std::uint64_t initWrites = 3 * ((shard + 1023) / 1024);
+  if (comm.rank() == 0) setenv("ZRT_AIO_FAULT", std::to_string(initWrites + 4).c_str(), 1);
+  Engine engine(parseConfig(config(3, world, 1, DType::BF16, nvme), "nvme", world), *device, comm, syntheticModel());
+  unsetenv("ZRT_AIO_FAULT");
+  std::vector<std::vector<float>> before;
+  for (std::size_t mod = 0; mod < engine.numModules(); ++mod)
+    for (std::size_t p = 0; p < 2; ++p) before.push_back(engine.parameterValues(mod, p));
+  std::string msg;
+  try {
+    train(engine, comm);
+  } catch (const PeerError& e) {
+    msg = e.what();
+  }
+  CAPTURE(msg);
+  CHECK(msg.find("the optimizer step failed") != std::string::npos);
+  CHECK(msg.find("rank 0: ") != std::string::npos);
+  CHECK(msg.find("zrt-offload-test-") != std::string::npos);  // the file (rank 0's scratch)
+  CHECK(msg.find("offset") != std::string::npos);
+  std::vector<std::vector<float>> after;
+  for (std::size_t mod = 0; mod < engine.numModules(); ++mod)
+    for (std::size_t p = 0; p < 2; ++p) after.push_back(engine.parameterValues(mod, p));
+  CHECK(after == before);
 }
