@@ -266,10 +266,10 @@ void Engine::Impl::validate() {
     ZRT_THROW(InvalidArgument, "engine: zero_optimization.stage ", stage, " in ", config.source,
               " is not a ZeRO stage; the engine runs stages 0, 1, 2 and 3");
   const auto& zero = config.zero_optimization;
-  if (zero.offload_param.device != OffloadDevice::None)
+  if (zero.offload_param.device == OffloadDevice::Nvme)
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
-              " asks for zero_optimization.offload_param, which this engine does not run yet "
-              "(offload_optimizer runs)");
+              " asks for zero_optimization.offload_param.device nvme, which this engine does not "
+              "run yet (offload_param cpu and offload_optimizer cpu/nvme run)");
   if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.offload_optimizer.nvme_path.empty())
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
               ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");

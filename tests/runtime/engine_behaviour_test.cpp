@@ -176,7 +176,7 @@ TEST_CASE("a config the engine cannot run is refused on every rank before anythi
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
   const std::string msg = messageOf([&] {
-    Engine e(parseConfig(config(3, "", world, "", R"(, "offload_param": {"device": "cpu"})"),
+    Engine e(parseConfig(config(3, "", world, "", R"(, "offload_param": {"device": "nvme", "nvme_path": ["/tmp"]})"),
                          "offload.json", world),
              *device, comm, test::testModel());
   });

@@ -109,7 +109,11 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
         const auto want = train(plain, comm);
         std::vector<std::string> offloads = {R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})",
                                              R"(, "offload_optimizer": {"device": "cpu"})"};
-        if (stage == 3) offloads.push_back(nvme);  // DeepSpeed's rule: NVMe from stage 3
+        if (stage == 3) {  // DeepSpeed's rule: NVMe and parameter offload from stage 3
+          offloads.push_back(nvme);
+          offloads.push_back(R"(, "offload_param": {"device": "cpu", "pin_memory": true})");
+          offloads.push_back(R"(, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"})");
+        }
         for (const std::string& offload : offloads) {
           CAPTURE(nameOf(dtype));
           CAPTURE(accum);
@@ -119,19 +123,23 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
           auto device = makeDevice("host:64M", ledger);
           Engine engine(parseConfig(config(stage, world, accum, dtype, offload), "offload", world), *device,
                         comm, syntheticModel());
-          // The optimizer state and the gradient shard left the device.
-          CHECK(ledger.get(MemTag::OptimizerState, MemPlace::Device).current == 0);
           const bool onNvme = offload == nvme;
+          const bool paramOffload = offload.find("offload_param") != std::string::npos;
+          const bool optimOffload = offload.find("offload_optimizer") != std::string::npos;
+          // What was offloaded left the device: the parameter shard (the gathered copies stay),
+          // the optimizer state and the gradient shard.
+          CHECK((ledger.get(MemTag::Parameters, MemPlace::Device).current == 0) == paramOffload);
+          CHECK((ledger.get(MemTag::OptimizerState, MemPlace::Device).current == 0) == optimOffload);
+          CHECK((ledger.get(MemTag::Gradients, MemPlace::PinnedHost).current > 0) == optimOffload);
           CHECK((ledger.get(MemTag::OptimizerState, MemPlace::Nvme).current > 0) == onNvme);
           CHECK((ledger.get(MemTag::SwapBuffers, MemPlace::PinnedHost).current > 0) == onNvme);
-          CHECK(ledger.get(MemTag::Gradients, MemPlace::PinnedHost).current > 0);
           CHECK(train(engine, comm) == want);
           ++compared;
         }
       }
     }
   }
-  CHECK(compared == 2 * 2 * 7);
+  CHECK(compared == 2 * 2 * 9);
   // Every swap file went with its engine.
   for (const auto& entry : std::filesystem::recursive_directory_iterator(scratch.path))
     FAIL("left behind: " << entry.path());
