@@ -108,7 +108,9 @@ void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
 // collective.
 template <class ErrorType>
 void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, const std::string& what) {
-  const std::vector<std::string> all = allGatherBytes(comm, mine);
+  std::vector<std::string> all = allGatherBytes(comm, mine);
+  // This rank's own failure counts even through a communicator that moves nothing (comm/null).
+  all[static_cast<std::size_t>(comm.rank())] = mine;
   std::string report;
   for (std::size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
