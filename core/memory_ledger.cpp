@@ -76,14 +76,14 @@ std::string MemoryLedger::table() const {
   std::string out;
   char line[256];
   const char* rule =
-      "|-----------------+-----------------------+-----------------------+"
+      "|----------------------+-----------------------+-----------------------+"
       "-----------------------+-----------------------|\n";
   out += rule;
-  std::snprintf(line, sizeof line, "| %-111s |\n",
+  std::snprintf(line, sizeof line, "| %-116s |\n",
                 detail::cat("memory ledger '", name_, "' (current / peak)").c_str());
   out += line;
   out += rule;
-  std::snprintf(line, sizeof line, "| %-15s | %-21s | %-21s | %-21s | %-21s |\n", "tag",
+  std::snprintf(line, sizeof line, "| %-20s | %-21s | %-21s | %-21s | %-21s |\n", "tag",
                 "device", "pinned host", "host", "nvme");
   out += line;
   out += rule;
@@ -92,13 +92,13 @@ std::string MemoryLedger::table() const {
   };
   for (int t = 0; t < kNumMemTags; ++t) {
     const auto& row = cells_[t];
-    std::snprintf(line, sizeof line, "| %-15s | %21s | %21s | %21s | %21s |\n",
+    std::snprintf(line, sizeof line, "| %-20s | %21s | %21s | %21s | %21s |\n",
                   std::string(nameOf(static_cast<MemTag>(t))).c_str(), cell(row[0]).c_str(),
                   cell(row[1]).c_str(), cell(row[2]).c_str(), cell(row[3]).c_str());
     out += line;
   }
   out += rule;
-  std::snprintf(line, sizeof line, "| %-15s | %21s | %21s | %21s | %21s |\n", "total",
+  std::snprintf(line, sizeof line, "| %-20s | %21s | %21s | %21s | %21s |\n", "total",
                 cell(totals_[0]).c_str(), cell(totals_[1]).c_str(), cell(totals_[2]).c_str(),
                 cell(totals_[3]).c_str());
   out += line;
