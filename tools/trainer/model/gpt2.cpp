@@ -104,6 +104,27 @@ struct Gpt2::Impl {
       maxModuleFloats = std::max(maxModuleFloats, padded);
     }
     allocate();
+    k::initThreads();
+    warnAboutBlasKernels();
+  }
+
+  // OpenBLAS 0.3.21 (Debian 12) does not know some recent or virtualised Xeons and falls back to
+  // its SSE3 kernels, about 6x slower than its AVX-512 ones on the same CPU. It reads its choice
+  // from the environment when it loads, so all the model can do is say so.
+  static void warnAboutBlasKernels() {
+    const std::string core = k::blasCoreName();
+    const bool old = core == "Prescott" || core == "Core2" || core == "Nehalem" ||
+                     core == "Penryn" || core == "Dunnington" || core == "Atom";
+    if (!old) return;
+    const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                          : nullptr;
+    if (!better) return;
+    warnOnce("gpt2-openblas-core",
+             "gpt2: OpenBLAS chose its " + core + " kernels, but this CPU has " +
+                 (std::string(better) == "SkylakeX" ? "AVX-512" : "AVX2") +
+                 ": matrix products run several times slower than they could. Set "
+                 "OPENBLAS_CORETYPE=" + better + " in the environment to use them.");
   }
 
   ~Impl() {

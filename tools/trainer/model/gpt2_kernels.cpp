@@ -1,17 +1,22 @@
 #include "tools/trainer/model/gpt2_kernels.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
+#include <string>
 
 namespace zrt::trainer::kernels {
 
 namespace {
 
 constexpr float kLayerNormEps = 1e-5f;
+// Threads split products into blocks of whole multiples of this many rows (a BLAS kernel's
+// register block), so no thread gets a sliver.
+constexpr int kGemmRowBlock = 16;
 
 // Row r of a row-major array with `cols` columns; the products are done in size_t because
 // batch x T x 4C overflows int at sizes a user may ask for.
@@ -24,9 +29,50 @@ inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const auto call = [&](int m0, int rows) {
+    // Row block [m0, m0 + rows) of C: rows of op(A), which are columns of A when transposed.
+    const float* a = transA ? A + m0 : A + static_cast<std::int64_t>(m0) * lda;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, rows, N, K, alpha, a, lda, B, ldb, beta,
+                C + static_cast<std::int64_t>(m0) * ldc, ldc);
+  };
+  if (omp_in_parallel() || M < 2 * kGemmRowBlock) {
+    call(0, M);
+    return;
+  }
+  // BLAS runs one thread per call (initThreads); the threads here split C's rows into equal
+  // blocks, so element-wise loops and products share one pool instead of two pools spinning
+  // against each other. The split depends only on the thread count: same bits every call.
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int per = (M / kGemmRowBlock + nt - 1) / nt * kGemmRowBlock;
+    const int m0 = std::min(M, t * per), rows = std::min(M, m0 + per) - m0;
+    if (rows > 0) call(m0, rows);
+  }
 }
+
+void columnSums(float* out, const float* x, const float* ones, int n, int cols) {
+  const auto call = [&](int j0, int count) {
+    cblas_sgemv(CblasRowMajor, CblasTrans, n, count, 1.0f, x + j0, cols, ones, 1, 0.0f, out + j0,
+                1);
+  };
+  if (omp_in_parallel() || cols < 2 * kGemmRowBlock) {
+    call(0, cols);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int per = (cols / kGemmRowBlock + nt - 1) / nt * kGemmRowBlock;
+    const int j0 = std::min(cols, t * per), count = std::min(cols, j0 + per) - j0;
+    if (count > 0) call(j0, count);
+  }
+}
+
+void initThreads() { openblas_set_num_threads(1); }
+
+std::string blasCoreName() { return openblas_get_corename(); }
 
 void linearForward(float* y, const float* x, const float* W, const float* b, const float* residual,
                    int n, int in, int out) {
@@ -48,7 +94,7 @@ void linearForward(float* y, const float* x, const float* W, const float* b, con
 void linearBackward(const float* dy, const float* x, const float* W, float* dx, float* dW,
                     float* db, const float* ones, int n, int in, int out, bool accumulateDx) {
   gemm(true, false, in, out, n, 1.0f, x, in, dy, out, 0.0f, dW, out);
-  cblas_sgemv(CblasRowMajor, CblasTrans, n, out, 1.0f, dy, out, ones, 1, 0.0f, db, 1);
+  columnSums(db, dy, ones, n, out);
   if (dx) gemm(false, true, n, in, out, 1.0f, dy, out, W, out, accumulateDx ? 1.0f : 0.0f, dx, in);
 }
 
@@ -100,8 +146,8 @@ void layerNormBackward(float* dx, float* dw, float* db, const float* dy, const f
       d[j] += s * (g[j] * w[j] - meanG - xhat * meanGx);
     }
   }
-  cblas_sgemv(CblasRowMajor, CblasTrans, n, c, 1.0f, tmp, c, ones, 1, 0.0f, dw, 1);
-  cblas_sgemv(CblasRowMajor, CblasTrans, n, c, 1.0f, dy, c, ones, 1, 0.0f, db, 1);
+  columnSums(dw, tmp, ones, n, c);
+  columnSums(db, dy, ones, n, c);
 }
 
 namespace {
@@ -117,12 +163,12 @@ constexpr std::int64_t kChunk = 4096;  // elements per OpenMP work item of the e
 // Accurate to about 2 ulp, which the PyTorch comparison (1e-5 of the logits' scale) cannot see.
 // Clamps are ternaries on values: std::min/max return references, which GCC does not turn into
 // vector min/max, and the loop then does not vectorise.
-inline float clamp(float x, float lo, float hi) {
+[[gnu::always_inline]] inline float clamp(float x, float lo, float hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
 }
 
-inline float expApprox(float x) {
+[[gnu::always_inline]] inline float expApprox(float x) {
   x = clamp(x, -87.0f, 88.0f);
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
@@ -140,12 +186,18 @@ inline float expApprox(float x) {
 // tanh(u) = 1 - 2 / (e^{2u} + 1): no cancellation near 1 (where GELU needs it), and an absolute
 // error of a few 1e-8 near 0, where GELU's 0.5 x (1 + tanh) only needs it absolute. |u| > 9
 // gives +-1 exactly in fp32 anyway; the clamp keeps e^{2u} finite.
-inline float tanhApprox(float u) {
+[[gnu::always_inline]] inline float tanhApprox(float u) {
   u = clamp(u, -9.0f, 9.0f);
   return 1.0f - 2.0f / (expApprox(2.0f * u) + 1.0f);
 }
 
-void geluForwardChunk(float* out, const float* in, std::int64_t count) {
+// GELU is the one element-wise pass heavy enough to gain from wider vectors than x86-64's
+// baseline SSE2: one clone per ISA, picked once at load time, so a process always computes the
+// same bits. (Clones named by "arch=" instead of an ISA do not vectorise under GCC 12: the
+// always-inline helpers above then compile for the default target.)
+#define ZRT_GPT2_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+ZRT_GPT2_SIMD_CLONES void geluForwardChunk(float* out, const float* in, std::int64_t count) {
 #pragma omp simd
   for (std::int64_t i = 0; i < count; ++i) {
     const float x = in[i];
@@ -153,7 +205,7 @@ void geluForwardChunk(float* out, const float* in, std::int64_t count) {
   }
 }
 
-void geluBackwardChunk(float* d, const float* in, std::int64_t count) {
+ZRT_GPT2_SIMD_CLONES void geluBackwardChunk(float* d, const float* in, std::int64_t count) {
 #pragma omp simd
   for (std::int64_t i = 0; i < count; ++i) {
     const float x = in[i];
@@ -184,38 +236,30 @@ void attentionForward(float* out, float* att, const float* qkv, int batch, int T
   const int ld = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::int64_t tt = static_cast<std::int64_t>(T) * T;
-  // Scores for every (batch, head): each a small product BLAS threads on its own. The upper
-  // triangle is computed and then zeroed: half the product is wasted, but one full sgemm is
-  // faster than T row-sized ones.
-  for (int b = 0; b < batch; ++b) {
-    const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
-    for (int h = 0; h < heads; ++h) {
-      gemm(false, true, T, T, D, scale, base + h * D, ld, base + C + h * D, ld, 0.0f,
-           att + (static_cast<std::int64_t>(b) * heads + h) * tt, T);
-    }
-  }
-  const std::int64_t rows = static_cast<std::int64_t>(batch) * heads * T;
+  // One (batch, head) per work item, its products single-threaded BLAS calls. The upper
+  // triangle of the scores is computed and then zeroed: half that product is wasted, but one
+  // full sgemm is faster than T row-sized ones.
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const int i = static_cast<int>(r % T);
-    float* p = att + r * T;
-    float mx = p[0];
-    for (int j = 1; j <= i; ++j) mx = std::max(mx, p[j]);
-    float sum = 0.0f;
-    for (int j = 0; j <= i; ++j) {
-      p[j] = std::exp(p[j] - mx);
-      sum += p[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int j = 0; j <= i; ++j) p[j] *= inv;
-    for (int j = i + 1; j < T; ++j) p[j] = 0.0f;
-  }
-  for (int b = 0; b < batch; ++b) {
+  for (int bh = 0; bh < batch * heads; ++bh) {
+    const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
-    for (int h = 0; h < heads; ++h) {
-      gemm(false, false, T, D, T, 1.0f, att + (static_cast<std::int64_t>(b) * heads + h) * tt, T,
-           base + 2 * C + h * D, ld, 0.0f, out + static_cast<std::int64_t>(b) * T * C + h * D, C);
+    float* p = att + bh * tt;
+    gemm(false, true, T, T, D, scale, base + h * D, ld, base + C + h * D, ld, 0.0f, p, T);
+    for (int i = 0; i < T; ++i) {
+      float* r = p + static_cast<std::int64_t>(i) * T;
+      float mx = r[0];
+      for (int j = 1; j <= i; ++j) mx = r[j] > mx ? r[j] : mx;
+      float sum = 0.0f;
+      for (int j = 0; j <= i; ++j) {
+        r[j] = std::exp(r[j] - mx);
+        sum += r[j];
+      }
+      const float inv = 1.0f / sum;
+      for (int j = 0; j <= i; ++j) r[j] *= inv;
+      for (int j = i + 1; j < T; ++j) r[j] = 0.0f;
     }
+    gemm(false, false, T, D, T, 1.0f, p, T, base + 2 * C + h * D, ld, 0.0f,
+         out + static_cast<std::int64_t>(b) * T * C + h * D, C);
   }
 }
 
@@ -225,40 +269,29 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
   const int ld = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::int64_t tt = static_cast<std::int64_t>(T) * T;
-  // out = P V: dV = P^T dout, dP = dout V^T.
-  for (int b = 0; b < batch; ++b) {
-    const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
-    float* dbase = dqkv + static_cast<std::int64_t>(b) * T * ld;
-    const float* dob = dout + static_cast<std::int64_t>(b) * T * C;
-    for (int h = 0; h < heads; ++h) {
-      const std::int64_t bh = static_cast<std::int64_t>(b) * heads + h;
-      gemm(true, false, T, D, T, 1.0f, att + bh * tt, T, dob + h * D, C, 0.0f,
-           dbase + 2 * C + h * D, ld);
-      gemm(false, true, T, T, D, 1.0f, dob + h * D, C, base + 2 * C + h * D, ld, 0.0f,
-           datt + bh * tt, T);
-    }
-  }
-  // Through the softmax: dS = P (dP - sum_j P dP). Above the diagonal P is 0, so dS is too.
-  const std::int64_t rows = static_cast<std::int64_t>(batch) * heads * T;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const int i = static_cast<int>(r % T);
-    const float* p = att + r * T;
-    float* d = datt + r * T;
-    float dot = 0.0f;
-    for (int j = 0; j <= i; ++j) dot += p[j] * d[j];
-    for (int j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot);
-    for (int j = i + 1; j < T; ++j) d[j] = 0.0f;
-  }
-  // S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q.
-  for (int b = 0; b < batch; ++b) {
+  for (int bh = 0; bh < batch * heads; ++bh) {
+    const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
     float* dbase = dqkv + static_cast<std::int64_t>(b) * T * ld;
-    for (int h = 0; h < heads; ++h) {
-      const float* ds = datt + (static_cast<std::int64_t>(b) * heads + h) * tt;
-      gemm(false, false, T, D, T, scale, ds, T, base + C + h * D, ld, 0.0f, dbase + h * D, ld);
-      gemm(true, false, T, D, T, scale, ds, T, base + h * D, ld, 0.0f, dbase + C + h * D, ld);
+    const float* dob = dout + static_cast<std::int64_t>(b) * T * C + h * D;
+    const float* p = att + bh * tt;
+    float* d = datt + bh * tt;
+    // out = P V: dV = P^T dout, dP = dout V^T.
+    gemm(true, false, T, D, T, 1.0f, p, T, dob, C, 0.0f, dbase + 2 * C + h * D, ld);
+    gemm(false, true, T, T, D, 1.0f, dob, C, base + 2 * C + h * D, ld, 0.0f, d, T);
+    // Through the softmax: dS = P (dP - sum_j P dP). Above the diagonal P is 0, so dS is too.
+    for (int i = 0; i < T; ++i) {
+      const float* pr = p + static_cast<std::int64_t>(i) * T;
+      float* dr = d + static_cast<std::int64_t>(i) * T;
+      float dot = 0.0f;
+      for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
+      for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+      for (int j = i + 1; j < T; ++j) dr[j] = 0.0f;
     }
+    // S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q.
+    gemm(false, false, T, D, T, scale, d, T, base + C + h * D, ld, 0.0f, dbase + h * D, ld);
+    gemm(true, false, T, D, T, scale, d, T, base + h * D, ld, 0.0f, dbase + C + h * D, ld);
   }
 }
 

@@ -8,12 +8,24 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace zrt::trainer::kernels {
 
-// C[M,N] = alpha op(A) op(B) + beta C, row-major; op transposes when the flag says so.
+// BLAS runs single-threaded inside each call: the kernels parallelise products themselves, over
+// the same OpenMP threads as the element-wise loops (two thread pools on the same cores spin
+// against each other). Gpt2 calls this once at construction.
+void initThreads();
+// The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott"...).
+std::string blasCoreName();
+
+// C[M,N] = alpha op(A) op(B) + beta C, row-major; op transposes when the flag says so. Split by
+// rows over the OpenMP threads, unless called inside a parallel region.
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
+
+// out[j] = sum over the n rows of x[i, j] (`ones` holds n ones): bias gradients.
+void columnSums(float* out, const float* x, const float* ones, int n, int cols);
 
 // y[n,out] = (residual ? residual : 0) + b + x[n,in] W[in,out]. `residual` may equal `y`.
 void linearForward(float* y, const float* x, const float* W, const float* b, const float* residual,
