@@ -18,6 +18,12 @@ constexpr float kLayerNormEps = 1e-5f;
 // register block), so no thread gets a sliver.
 constexpr int kGemmRowBlock = 16;
 
+// Each of `threads` takes this many of `count` rows: whole blocks, the last thread the rest.
+int blockShare(int count, int threads) {
+  const int blocks = (count + kGemmRowBlock - 1) / kGemmRowBlock;
+  return (blocks + threads - 1) / threads * kGemmRowBlock;
+}
+
 // Row r of a row-major array with `cols` columns; the products are done in size_t because
 // batch x T x 4C overflows int at sizes a user may ask for.
 inline float* row(float* base, std::int64_t r, std::int64_t cols) { return base + r * cols; }
@@ -46,7 +52,7 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int per = (M / kGemmRowBlock + nt - 1) / nt * kGemmRowBlock;
+    const int per = blockShare(M, nt);
     const int m0 = std::min(M, t * per), rows = std::min(M, m0 + per) - m0;
     if (rows > 0) call(m0, rows);
   }
@@ -64,7 +70,7 @@ void columnSums(float* out, const float* x, const float* ones, int n, int cols) 
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int per = (cols / kGemmRowBlock + nt - 1) / nt * kGemmRowBlock;
+    const int per = blockShare(cols, nt);
     const int j0 = std::min(cols, t * per), count = std::min(cols, j0 + per) - j0;
     if (count > 0) call(j0, count);
   }
