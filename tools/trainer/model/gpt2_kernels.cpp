@@ -24,8 +24,8 @@ int blockShare(int count, int threads) {
   return (blocks + threads - 1) / threads * kGemmRowBlock;
 }
 
-// Row r of a row-major array with `cols` columns; the products are done in size_t because
-// batch x T x 4C overflows int at sizes a user may ask for.
+// Row r of a row-major array with `cols` columns, indexed in 64 bits: batch x T x 4C overflows
+// int at sizes a user may ask for.
 inline float* row(float* base, std::int64_t r, std::int64_t cols) { return base + r * cols; }
 inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
   return base + r * cols;
@@ -48,7 +48,10 @@ inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
 
 [[gnu::always_inline]] inline float expApprox(float x) {
   x = clamp(x, -87.0f, 88.0f);
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // 1.5 x 2^23 + n: its low mantissa bits hold n, read below as an integer without a float to
+  // int conversion (undefined for the NaN that must pass through to flag an fp16 overflow).
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
   const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -57,8 +60,9 @@ inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const auto bits = static_cast<std::int32_t>(n) + 127;
-  return p * std::bit_cast<float>(bits << 23);
+  const std::uint32_t biased =
+      std::bit_cast<std::uint32_t>(shifted) - std::bit_cast<std::uint32_t>(12582912.0f) + 127u;
+  return p * std::bit_cast<float>(biased << 23);
 }
 
 // tanh(u) = 1 - 2 / (e^{2u} + 1): no cancellation near 1 (where GELU needs it), and an absolute
@@ -86,7 +90,8 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
   }
   // BLAS runs one thread per call (initThreads); the threads here split C's rows into equal
   // blocks, so element-wise loops and products share one pool instead of two pools spinning
-  // against each other. The split depends only on the thread count: same bits every call.
+  // against each other. The split depends only on M and the thread count, so a product gives
+  // the same bits every time it is repeated (checkpointing's recomputation relies on that).
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
