@@ -18,6 +18,10 @@ constexpr float kLayerNormEps = 1e-5f;
 // register block), so no thread gets a sliver.
 constexpr int kGemmRowBlock = 16;
 
+// A product's multiply-adds per element of an element-wise pass, roughly, in time: products
+// below kParallelMinElements x this stay on one thread.
+constexpr std::int64_t kGemmWorkPerElement = 32;
+
 // Each of `threads` takes this many of `count` rows: whole blocks, the last thread the rest.
 int blockShare(int count, int threads) {
   const int blocks = (count + kGemmRowBlock - 1) / kGemmRowBlock;
@@ -84,7 +88,8 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
                 transB ? CblasTrans : CblasNoTrans, rows, N, K, alpha, a, lda, B, ldb, beta,
                 C + static_cast<std::int64_t>(m0) * ldc, ldc);
   };
-  if (omp_in_parallel() || M < 2 * kGemmRowBlock) {
+  if (omp_in_parallel() || M < 2 * kGemmRowBlock ||
+      !worthThreads(static_cast<std::int64_t>(M) * N * K / kGemmWorkPerElement)) {
     call(0, M);
     return;
   }
@@ -106,7 +111,8 @@ void columnSums(float* out, const float* x, const float* ones, int n, int cols) 
     cblas_sgemv(CblasRowMajor, CblasTrans, n, count, 1.0f, x + j0, cols, ones, 1, 0.0f, out + j0,
                 1);
   };
-  if (omp_in_parallel() || cols < 2 * kGemmRowBlock) {
+  if (omp_in_parallel() || cols < 2 * kGemmRowBlock ||
+      !worthThreads(static_cast<std::int64_t>(n) * cols)) {
     call(0, cols);
     return;
   }
@@ -127,7 +133,7 @@ void linearForward(float* y, const float* x, const float* W, const float* b, con
                    int n, int in, int out) {
   // The bias (and residual) go in first so the product accumulates onto them (beta = 1): one
   // pass over y instead of a product pass and a separate bias pass.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * out))
   for (int i = 0; i < n; ++i) {
     float* yr = row(y, i, out);
     if (residual) {
@@ -149,7 +155,7 @@ void linearBackward(const float* dy, const float* x, const float* W, float* dx, 
 
 void layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
                       const float* b, int n, int c) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * c))
   for (int i = 0; i < n; ++i) {
     const float* xr = row(x, i, c);
     float sum = 0.0f;
@@ -176,7 +182,7 @@ void layerNormBackward(float* dx, float* dw, float* db, const float* dy, const f
   // Per row: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w. The weight gradient's
   // terms dy xhat go to `tmp` so both column sums are BLAS gemv's rather than a reduction
   // across threads, whose order (and so whose bits) would vary from run to run.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * c))
   for (int i = 0; i < n; ++i) {
     const float* xr = row(x, i, c);
     const float* g = row(dy, i, c);
@@ -235,13 +241,13 @@ ZRT_GPT2_SIMD_CLONES void geluBackwardChunk(float* d, const float* in, std::int6
 }  // namespace
 
 void geluForward(float* out, const float* in, std::int64_t count) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(count))
   for (std::int64_t c = 0; c < count; c += kChunk)
     geluForwardChunk(out + c, in + c, std::min(kChunk, count - c));
 }
 
 void geluBackward(float* d, const float* in, std::int64_t count) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(count))
   for (std::int64_t c = 0; c < count; c += kChunk)
     geluBackwardChunk(d + c, in + c, std::min(kChunk, count - c));
 }
@@ -255,7 +261,7 @@ void attentionForward(float* out, float* att, const float* qkv, int batch, int T
   // One (batch, head) per work item, its products single-threaded BLAS calls. The upper
   // triangle of the scores is computed and then zeroed: half that product is wasted, but one
   // full sgemm is faster than T row-sized ones.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * heads * T * T))
   for (int bh = 0; bh < batch * heads; ++bh) {
     const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
@@ -287,7 +293,7 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
   const int ld = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::int64_t tt = static_cast<std::int64_t>(T) * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * heads * T * T))
   for (int bh = 0; bh < batch * heads; ++bh) {
     const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
@@ -317,7 +323,7 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
 void embeddingForward(float* x, const std::uint8_t* tokens, const float* wte, const float* wpe,
                       int batch, int T, int C) {
   const std::int64_t n = static_cast<std::int64_t>(batch) * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(n * C))
   for (std::int64_t i = 0; i < n; ++i) {
     const float* e = row(wte, tokens[i], C);
     const float* p = row(wpe, i % T, C);
@@ -330,7 +336,7 @@ void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uin
                        int batch, int T, int C) {
   // Threads split the columns, so rows that share a token add in sequence order on one thread:
   // no races and the same sum every run.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * T * C))
   for (int j0 = 0; j0 < C; j0 += 16) {
     const int j1 = std::min(C, j0 + 16);
     for (int t = 0; t < T; ++t) {
@@ -354,7 +360,7 @@ void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uin
 
 double crossEntropyForward(float* logits, float* rowLoss, const std::uint8_t* targets, int n,
                            int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * V))
   for (int i = 0; i < n; ++i) {
     float* l = row(logits, i, V);
     float mx = l[0];
@@ -380,7 +386,7 @@ double crossEntropyForward(float* logits, float* rowLoss, const std::uint8_t* ta
 
 void crossEntropyBackward(float* probs, const std::uint8_t* targets, int n, int V, double scale) {
   const float s = static_cast<float>(scale / n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * V))
   for (int i = 0; i < n; ++i) {
     float* p = row(probs, i, V);
     p[targets[i]] -= 1.0f;
