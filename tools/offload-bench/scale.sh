@@ -8,6 +8,7 @@ build=${1:?build directory}
 nvme=${2:?directory on the drive for the swap files}
 params=${3:-2e9}
 steps=${4:-4}
+[ -x /usr/bin/time ] || { echo "scale.sh: needs GNU time (apt-get install time)" >&2; exit 2; }
 mkdir -p "$nvme"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM; free on $nvme: $(df -h --output=avail "$nvme" | tail -1)"
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \

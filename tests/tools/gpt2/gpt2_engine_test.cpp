@@ -1,4 +1,4 @@
-// GPT-2 trained through the Engine (EngineSource), one SGD step at ZeRO stages 0-2 on every
+// GPT-2 trained through the Engine (EngineSource), one SGD step at ZeRO stages 0-3 on every
 // rank's own micro-batch: the Engine must end the step with, for every parameter,
 //   after = before - lr x (mean over ranks of that rank's gradient),
 // the gradients computed independently here by the same model over a plain fp32 source.
@@ -21,7 +21,7 @@ using namespace zrt;
 using namespace zrt::trainer;
 using namespace zrt::trainer::test;
 
-TEST_CASE("gpt2 through the Engine: an SGD step at stages 0-2 applies the ranks' mean gradient") {
+TEST_CASE("gpt2 through the Engine: an SGD step at stages 0-3 applies the ranks' mean gradient") {
   const int world = zrt::test::worldSize(), rank = zrt::test::worldRank();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   const Gpt2Shape shape{.layers = 2, .hidden = 16, .heads = 2, .seqLen = 8, .vocab = 256};
@@ -50,7 +50,7 @@ TEST_CASE("gpt2 through the Engine: an SGD step at stages 0-2 applies the ranks'
       }
   }
 
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
     const std::string json = detail::cat(
         R"({"train_batch_size": )", micro * world, R"(, "train_micro_batch_size_per_gpu": )", micro,
