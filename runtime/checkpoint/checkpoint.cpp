@@ -337,6 +337,9 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag) {
     } catch (const std::exception& e) {
       published = Outcome::of(e);
       if (!renamed) cleanUp();
+      // The checkpoint itself is complete; only the pointer to it is not.
+      if (renamed) published.message += "\n  (" + joinPath(dir, tag) + " is complete, but " + joinPath(dir, kLatestName) +
+                                         " may still name the previous checkpoint)";
     }
   }
   agree(comm, published, what);

@@ -24,9 +24,13 @@ namespace {
 
 std::string errnoText(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
 
-[[noreturn]] void throwErrno(const std::string& what, int e) {
-  throw IoError(detail::cat("checkpoint: ", what, ": ", errnoText(e)), e);
-}
+// An IoError carrying errno, with the "[rank R] file:line:" every ZRT error starts with.
+#define ZRT_THROW_ERRNO(what, e)                                                                       \
+  do {                                                                                            \
+    const int zrt_errno_ = (e);                                                                   \
+    throw IoError(detail::where(__FILE__, __LINE__) + "checkpoint: " + (what) + ": " + errnoText(zrt_errno_), \
+                  zrt_errno_);                                                                    \
+  } while (0)
 
 constexpr std::size_t kChunk = std::size_t{8} << 20;
 
@@ -35,23 +39,23 @@ constexpr std::size_t kChunk = std::size_t{8} << 20;
 File File::createExclusive(const std::string& path) {
   faultPoint();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) throwErrno("cannot create " + path, errno);
+  if (fd < 0) ZRT_THROW_ERRNO("cannot create " + path, errno);
   return File(fd, path);
 }
 
 File File::openRead(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throwErrno("cannot open " + path, errno);
+  if (fd < 0) ZRT_THROW_ERRNO("cannot open " + path, errno);
   File f(fd, path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throwErrno("cannot stat " + path, errno);
+  if (::fstat(fd, &st) != 0) ZRT_THROW_ERRNO("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode)) ZRT_THROW(IoError, "checkpoint: ", path, " is not a regular file");
   return f;
 }
 
 File File::openDirectory(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throwErrno("cannot open directory " + path, errno);
+  if (fd < 0) ZRT_THROW_ERRNO("cannot open directory " + path, errno);
   return File(fd, path);
 }
 
@@ -74,7 +78,7 @@ File::~File() {
 
 std::uint64_t File::size() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throwErrno("cannot stat " + path_, errno);
+  if (::fstat(fd_, &st) != 0) ZRT_THROW_ERRNO("cannot stat " + path_, errno);
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -82,12 +86,12 @@ void File::writeAll(const void* data, std::size_t bytes) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
     faultPoint();
-    if (injectNoSpace()) throwErrno(detail::cat("cannot write ", path_, " at offset ", written_), ENOSPC);
+    if (injectNoSpace()) ZRT_THROW_ERRNO(detail::cat("cannot write ", path_, " at offset ", written_), ENOSPC);
     const std::size_t n = std::min(bytes, kChunk);
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throwErrno(detail::cat("cannot write ", path_, " at offset ", written_), errno);
+      ZRT_THROW_ERRNO(detail::cat("cannot write ", path_, " at offset ", written_), errno);
     }
     // A short write (a signal, a nearly full disk) is resumed; the next call reports ENOSPC.
     p += w;
@@ -103,7 +107,7 @@ void File::readAt(void* out, std::size_t bytes, std::uint64_t offset) const {
     const ssize_t r = ::pread(fd_, p, std::min(bytes, kChunk), static_cast<off_t>(at));
     if (r < 0) {
       if (errno == EINTR) continue;
-      throwErrno(detail::cat("cannot read ", path_, " at offset ", at), errno);
+      ZRT_THROW_ERRNO(detail::cat("cannot read ", path_, " at offset ", at), errno);
     }
     if (r == 0)
       ZRT_THROW(IoError, "checkpoint: ", path_, " ends at byte ", at, " but ", bytes,
@@ -116,20 +120,20 @@ void File::readAt(void* out, std::size_t bytes, std::uint64_t offset) const {
 
 void File::sync() {
   faultPoint();
-  if (::fsync(fd_) != 0) throwErrno("cannot fsync " + path_, errno);
+  if (::fsync(fd_) != 0) ZRT_THROW_ERRNO("cannot fsync " + path_, errno);
 }
 
 void File::close() {
   const int fd = std::exchange(fd_, -1);
-  if (fd >= 0 && ::close(fd) != 0) throwErrno("cannot close " + path_, errno);
+  if (fd >= 0 && ::close(fd) != 0) ZRT_THROW_ERRNO("cannot close " + path_, errno);
 }
 
 void makeDirectory(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) == 0) return;
   const int e = errno;
-  if (e != EEXIST) throwErrno("cannot create directory " + path, e);
+  if (e != EEXIST) ZRT_THROW_ERRNO("cannot create directory " + path, e);
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) throwErrno("cannot stat " + path, errno);
+  if (::lstat(path.c_str(), &st) != 0) ZRT_THROW_ERRNO("cannot stat " + path, errno);
   if (!S_ISDIR(st.st_mode)) ZRT_THROW(IoError, "checkpoint: ", path, " exists and is not a directory (or is a link)");
 }
 
@@ -138,7 +142,7 @@ std::string makeTempDirectory(const std::string& parent, const std::string& pref
   std::string templ = joinPath(parent, prefix + "XXXXXX");
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
-  if (!::mkdtemp(buf.data())) throwErrno("cannot create a temporary directory " + templ, errno);
+  if (!::mkdtemp(buf.data())) ZRT_THROW_ERRNO("cannot create a temporary directory " + templ, errno);
   return std::string(buf.data());
 }
 
@@ -162,7 +166,7 @@ std::string removeTree(const std::string& path) {
 void renameNoReplace(const std::string& from, const std::string& to) {
   faultPoint();
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
-    throwErrno("cannot rename " + from + " to " + to, errno);
+    ZRT_THROW_ERRNO("cannot rename " + from + " to " + to, errno);
 }
 
 void syncDirectory(const std::string& path) {
@@ -204,7 +208,7 @@ void replaceFileAtomically(const std::string& dir, const std::string& name, cons
   buf.push_back('\0');
   // mkstemp creates with O_EXCL and mode 0600.
   const int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) throwErrno("cannot create " + templ, errno);
+  if (fd < 0) ZRT_THROW_ERRNO("cannot create " + templ, errno);
   const std::string tmp(buf.data());
   File f = File::adopt(fd, tmp);
   try {
@@ -213,7 +217,7 @@ void replaceFileAtomically(const std::string& dir, const std::string& name, cons
     f.close();
     faultPoint();
     if (::rename(tmp.c_str(), joinPath(dir, name).c_str()) != 0)
-      throwErrno("cannot rename " + tmp + " to " + joinPath(dir, name), errno);
+      ZRT_THROW_ERRNO("cannot rename " + tmp + " to " + joinPath(dir, name), errno);
   } catch (...) {
     ::unlink(tmp.c_str());  // best effort: the error in flight says what went wrong
     throw;
