@@ -18,10 +18,14 @@
 #include "core/timing.h"
 #include "partition/model_states.h"
 #include "partition/param_coordinator.h"
+<<<<<<< HEAD
 #include "offload/aio_options.h"
 #include "offload/offload_engine.h"
 #include "offload/pinned_buffer_pool.h"
 #include "offload/swap_space.h"
+=======
+#include "runtime/checkpoint/checkpoint.h"
+>>>>>>> ckpt
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer_swapper.h"
@@ -841,5 +845,45 @@ std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param
   for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(e.dtype, base, i);
   return out;
 }
+
+// ---- Checkpoints: the engine as runtime/checkpoint/ sees it (engine.h, "Checkpoints"). ----
+
+struct CheckpointAccess {
+  static checkpoint::EngineView view(Engine& engine) {
+    Engine::Impl& e = *engine.impl_;
+    checkpoint::EngineView v;
+    v.comm = &e.comm;
+    v.world = e.world;
+    v.rank = e.rank;
+    v.stage = e.stage;
+    v.dtype = e.dtype;
+    v.states = e.states.get();
+    for (const ParamInfo& p : e.params)
+      v.params.push_back({e.moduleName(p.module), p.spec->name, p.spec->shape, p.spec->trainable, p.spec->group,
+                          p.offset, p.numel});
+    const OptimizerType type = e.states->options().optimizer;
+    v.optimizer = type == OptimizerType::SGD ? "sgd" : type == OptimizerType::AdamW ? "adamw" : "adam";
+    if (e.states->moments().size() == 2) v.momentNames = {"exp_avg", "exp_avg_sq"};
+    if (e.states->moments().size() == 1) v.momentNames = {"momentum_buffer"};
+    v.scaler = &e.scaler;
+    v.attempted = &e.attempted;
+    v.taken = &e.taken;
+    v.micro = e.micro;
+    v.accumulation = e.accumulation;
+    v.inMicro = e.inMicro;
+    if (e.coordinator) v.parametersChanged = [&e] { e.coordinator->refresh(); };
+    return v;
+  }
+};
+
+void Engine::save(const std::string& dir, const std::string& tag) {
+  checkpoint::save(CheckpointAccess::view(*this), dir, tag);
+}
+
+void Engine::load(const std::string& dir, const std::string& tag) {
+  checkpoint::load(CheckpointAccess::view(*this), dir, tag);
+}
+
+void Engine::loadWeights(const std::string& path) { checkpoint::loadWeights(CheckpointAccess::view(*this), path); }
 
 }  // namespace zrt

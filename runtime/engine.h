@@ -111,6 +111,21 @@ class Engine {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+
+  // ---- Checkpoints (runtime/checkpoint/checkpoint.h, docs/checkpoint.md) ----
+ public:
+  // Writes the whole training state to <dir>/<tag> atomically and points <dir>/latest at it.
+  // Collective; only at an accumulation boundary (before beginMicroStep or after step()).
+  void save(const std::string& dir, const std::string& tag);
+  // Resumes from <dir>/<tag> ("" or "latest": the tag <dir>/latest names), saved with any world
+  // size and stage; the model, dtype and optimizer must match. Collective.
+  void load(const std::string& dir, const std::string& tag);
+  // Parameters (and master weights) only, by name, from a checkpoint directory (<dir>/<tag>, or
+  // <dir> with a latest pointer) or a safetensors file. Collective.
+  void loadWeights(const std::string& path);
+
+ private:
+  friend struct CheckpointAccess;
 };
 
 }  // namespace zrt

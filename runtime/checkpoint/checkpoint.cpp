@@ -1,0 +1,441 @@
+#include "runtime/checkpoint/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/shard.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/checkpoint/fault_injection.h"
+#include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/rank_agreement.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace zrt::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+// One state as this rank holds it: element `holdBegin` of the flat buffer is data[0], and the
+// rank holds `holdCount` real elements from there (the whole buffer at stages 0-2 for the
+// parameters, the shard otherwise).
+struct LocalState {
+  std::string name;
+  bool trainableBuffer = true;
+  DType dtype = DType::F32;
+  char* data = nullptr;
+  std::uint64_t numel = 0;  // the buffer's unpadded length
+  std::uint64_t holdBegin = 0;
+  std::uint64_t holdCount = 0;
+};
+
+std::vector<LocalState> localStates(const EngineView& v) {
+  const ModelStates& s = *v.states;
+  const FlatLayout& t = s.trainableLayout();
+  const FlatLayout& f = s.frozenLayout();
+  std::vector<LocalState> out;
+  auto params = [&](const char* name, bool trainable, const StateBuffer& b, const FlatLayout& l) {
+    LocalState x{name, trainable, v.dtype, static_cast<char*>(b.data()), l.numel, 0, l.numel};
+    if (v.stage >= 3) {
+      x.holdBegin = l.shard.begin;
+      x.holdCount = l.shard.valid;
+    }
+    out.push_back(x);
+  };
+  params("params", true, s.parameters(), t);
+  params("frozen_params", false, s.frozenParameters(), f);
+  // Master weights and moments are always the layout's shard (all of it at stage 0).
+  auto shard = [&](const std::string& name, const StateBuffer& b) {
+    out.push_back({name, true, DType::F32, static_cast<char*>(b.data()), t.numel, t.shard.begin, t.shard.valid});
+  };
+  if (s.masterWeights()) shard("master", s.masterWeights());
+  ZRT_ENFORCE_EQ(v.momentNames.size(), s.moments().size());
+  for (std::size_t i = 0; i < s.moments().size(); ++i) shard(v.momentNames[i], s.moments()[i]);
+  for (const LocalState& x : out)
+    ZRT_ENFORCE(x.holdCount == 0 || x.data, "checkpoint: state '", x.name,
+                "' has no host memory on this rank (offloaded to NVMe? not supported yet, issue 17)");
+  return out;
+}
+
+std::string fileName(const std::string& state, int rank) {
+  char r[16];
+  std::snprintf(r, sizeof r, "%05d", rank);
+  return state + ".rank" + r + ".bin";
+}
+
+// Writes bytes to a new file in `dir`, fsyncs it and returns its manifest entry.
+ManifestFile writeFile(const std::string& dir, const std::string& name, const void* data, std::uint64_t bytes) {
+  ManifestFile f;
+  f.path = name;
+  f.bytes = bytes;
+  File file = File::createExclusive(joinPath(dir, name));
+  file.writeAll(data, bytes);
+  file.sync();
+  file.close();
+  f.xxh3 = XXH3_64bits(data, bytes);
+  return f;
+}
+
+// This rank's slice of every state: elements shardOf(numel, world, rank) of each flat buffer,
+// whatever the stage, so the files of a save always split each buffer the same way.
+std::vector<ManifestFile> writeShardFiles(const EngineView& v, const std::string& dir) {
+  std::vector<ManifestFile> files;
+  for (const LocalState& s : localStates(v)) {
+    const ShardRange mine = shardOf(s.numel, v.world, v.rank, kShardAlignElements);
+    if (mine.valid == 0) continue;
+    ZRT_ENFORCE(mine.begin >= s.holdBegin && mine.begin + mine.valid <= s.holdBegin + s.holdCount,
+                "checkpoint: rank ", v.rank, " does not hold its slice of '", s.name, "'");
+    const std::size_t es = dtypeSize(s.dtype);
+    ManifestFile f = writeFile(dir, fileName(s.name, v.rank), s.data + (mine.begin - s.holdBegin) * es, mine.valid * es);
+    f.state = s.name;
+    f.rank = v.rank;
+    f.begin = mine.begin;
+    f.count = mine.valid;
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+json engineStateJson(const EngineView& v) {
+  const LossScaler::State s = v.scaler->state();
+  return {{"optimizer_steps_attempted", *v.attempted},
+          {"optimizer_steps_taken", *v.taken},
+          {"micro_steps_done", v.micro},
+          {"loss_scaler", {{"scale", s.scale}, {"iteration", s.iteration},
+                           {"last_overflow_iteration", s.lastOverflowIteration},
+                           {"hysteresis_left", s.hysteresisLeft}}},
+          {"lr_scheduler", {{"position", *v.taken},
+                            {"note", "the schedule is a function of optimizer_steps_taken"}}},
+          {"rng", nullptr}};
+}
+
+Manifest manifestOf(const EngineView& v, const std::string& tag) {
+  Manifest m;
+  m.tag = tag;
+  m.worldSize = v.world;
+  m.stage = v.stage;
+  m.dtype = v.dtype;
+  m.optimizer = v.optimizer;
+  m.trainableNumel = v.states->trainableLayout().numel;
+  m.frozenNumel = v.states->frozenLayout().numel;
+  for (const EngineView::Param& p : v.params)
+    m.params.push_back({p.module, p.name, p.shape, p.trainable, p.group, p.offset, p.numel});
+  for (const LocalState& s : localStates(v)) m.states.push_back({s.name, s.trainableBuffer, s.dtype, s.numel});
+  return m;
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string joinNames(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return "[" + s + "]";
+}
+
+// The part of [a, a + n) inside [b, b + m), as [lo, hi).
+std::pair<std::uint64_t, std::uint64_t> overlap(std::uint64_t a, std::uint64_t n, std::uint64_t b, std::uint64_t m) {
+  const std::uint64_t lo = std::max(a, b), hi = std::min(a + n, b + m);
+  return {lo, std::max(lo, hi)};
+}
+
+// Checks the files `wanted` selects, each on one rank (file i on rank i % world), and agrees.
+template <class Wanted>
+void verifySpread(comm::Communicator& comm, const CheckpointReader& r, Wanted wanted) {
+  Outcome o;
+  std::string bad;
+  for (std::size_t i = 0; i < r.manifest().files.size(); ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) != comm.rank()) continue;
+    if (!wanted(r.manifest().files[i])) continue;
+    const std::string problem = r.verifyFile(i);
+    if (!problem.empty()) bad += (bad.empty() ? "" : "\n    ") + problem;
+  }
+  if (!bad.empty()) o = {Outcome::Kind::Io, bad};
+  agree(comm, o, "checkpoint: " + r.dir() + " failed verification (nothing was loaded):");
+}
+
+// A parameter source for loadWeights: values of parameter `name` as a dtype, and as fp32 master.
+struct WeightSource {
+  std::string describe;
+  std::function<void(const EngineView::Param&, std::uint64_t, std::uint64_t, DType, void*)> values;
+  std::function<void(const EngineView::Param&, std::uint64_t, std::uint64_t, float*)> master;
+};
+
+// Fills the parameters (and master weights) this rank holds from `src`.
+void fillWeights(const EngineView& v, const WeightSource& src) {
+  const std::vector<LocalState> states = localStates(v);
+  const LocalState* trainable = &states[0];
+  const LocalState* frozen = &states[1];
+  const LocalState* master = nullptr;
+  for (const LocalState& s : states)
+    if (s.name == "master") master = &s;
+  for (const EngineView::Param& p : v.params) {
+    const LocalState& s = p.trainable ? *trainable : *frozen;
+    const auto [lo, hi] = overlap(p.offset, p.numel, s.holdBegin, s.holdCount);
+    if (hi > lo) src.values(p, lo - p.offset, hi - lo, v.dtype, s.data + (lo - s.holdBegin) * dtypeSize(v.dtype));
+    if (!p.trainable || !master) continue;
+    const auto [mlo, mhi] = overlap(p.offset, p.numel, master->holdBegin, master->holdCount);
+    if (mhi > mlo)
+      src.master(p, mlo - p.offset, mhi - mlo, reinterpret_cast<float*>(master->data) + (mlo - master->holdBegin));
+  }
+}
+
+struct NamedShape {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+
+// Missing, extra and reshaped names between what a source has and what the engine registered.
+std::vector<std::string> nameDifferences(const std::vector<NamedShape>& source, const std::vector<NamedShape>& engine,
+                                         const std::string& sourceName) {
+  std::vector<std::string> out;
+  std::map<std::string, const NamedShape*> byName;
+  for (const NamedShape& s : source) byName[s.name] = &s;
+  std::set<std::string> seen;
+  for (const NamedShape& e : engine) {
+    auto it = byName.find(e.name);
+    seen.insert(e.name);
+    if (it == byName.end())
+      out.push_back("'" + e.name + "' " + shapeText(e.shape) + ": missing from the " + sourceName);
+    else if (it->second->shape != e.shape)
+      out.push_back("'" + e.name + "': shape " + shapeText(it->second->shape) + " in the " + sourceName + ", " +
+                    shapeText(e.shape) + " in this model");
+  }
+  for (const NamedShape& s : source)
+    if (!seen.count(s.name)) out.push_back("'" + s.name + "' " + shapeText(s.shape) + ": in the " + sourceName + ", not in this model");
+  return out;
+}
+
+[[noreturn]] void throwDifferences(const std::string& where, const std::vector<std::string>& diffs) {
+  std::string text;
+  for (const std::string& d : diffs) text += "\n  " + d;
+  ZRT_THROW(InvalidArgument, "checkpoint: ", where, " does not match this engine's model (", diffs.size(),
+            diffs.size() == 1 ? " difference):" : " differences):", text);
+}
+
+}  // namespace
+
+std::string safetensorsName(const std::string& module, const std::string& param) { return module + "." + param; }
+
+std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& v, bool exact) {
+  std::vector<std::string> out;
+  if (exact && m.dtype != v.dtype)
+    out.push_back(detail::cat("training dtype: ", nameOf(m.dtype), " in the checkpoint, ", nameOf(v.dtype),
+                              " in this engine (load() resumes in the same precision; loadWeights() converts)"));
+  std::vector<NamedShape> source, engine;
+  for (const ManifestParam& p : m.params) source.push_back({p.fullName(), p.shape});
+  for (const EngineView::Param& p : v.params) engine.push_back({p.module + "/" + p.name, p.shape});
+  for (std::string& d : nameDifferences(source, engine, "checkpoint")) out.push_back(std::move(d));
+  if (!exact) return out;
+  for (const EngineView::Param& p : v.params) {
+    const ManifestParam* q = m.param(p.module + "/" + p.name);
+    if (!q || q->shape != p.shape) continue;
+    if (q->trainable != p.trainable)
+      out.push_back("'" + q->fullName() + "': " + (q->trainable ? "trainable" : "frozen") + " in the checkpoint, " +
+                    (p.trainable ? "trainable" : "frozen") + " in this model");
+    else if (q->offset != p.offset)
+      out.push_back(detail::cat("'", q->fullName(), "': at element ", q->offset, " of the flat buffer in the checkpoint, ",
+                                p.offset, " in this model (registered in another order)"));
+  }
+  std::vector<std::string> ours;
+  for (const std::string& n : v.momentNames) ours.push_back(n);
+  std::vector<std::string> theirs;
+  for (const ManifestState& s : m.states)
+    if (s.name != "params" && s.name != "frozen_params" && s.name != "master") theirs.push_back(s.name);
+  if (ours != theirs)
+    out.push_back("optimizer state: " + joinNames(theirs) + " (" + m.optimizer + ") in the checkpoint, " +
+                  joinNames(ours) + " (" + v.optimizer + ") in this engine");
+  return out;
+}
+
+void save(const EngineView& v, const std::string& dir, const std::string& tag) {
+  comm::Communicator& comm = *v.comm;
+  const std::string what = "checkpoint: cannot save '" + tag + "' in " + dir + ":";
+  runAgreed(comm, what, [&] {
+    checkTagName(tag);
+    if (v.inMicro || v.micro != 0)
+      ZRT_THROW(InvalidArgument, "checkpoint: save between accumulation boundaries (", v.micro, " of ", v.accumulation,
+                " micro-steps of this step done", v.inMicro ? ", one still open" : "",
+                "): the partial gradients are not saved; save after step()");
+  });
+
+  // Rank 0 makes the temporary directory and tells the others its name.
+  std::string tmp;
+  Outcome made;
+  if (v.rank == 0) {
+    try {
+      makeDirectory(dir);
+      if (pathExists(joinPath(dir, tag)))
+        ZRT_THROW(InvalidArgument, "checkpoint: ", joinPath(dir, tag), " exists; a checkpoint is never overwritten "
+                  "(choose another tag or remove it)");
+      tmp = makeTempDirectory(dir, tag + ".tmp-");
+    } catch (const std::exception& e) {
+      made = Outcome::of(e);
+    }
+  }
+  agree(comm, made, what);
+  tmp = allGatherStrings(comm, v.rank == 0 ? tmp : std::string())[0];
+
+  // Everything after this point removes the temporary directory on failure (rank 0 does it,
+  // once every rank has stopped writing into it).
+  auto cleanUp = [&] {
+    if (v.rank != 0) return;
+    const std::string left = removeTree(tmp);
+    if (!left.empty()) logWarning("checkpoint: could not remove the temporary directory: " + left);
+  };
+  std::vector<ManifestFile> mine;
+  Outcome wrote;
+  try {
+    mine = writeShardFiles(v, tmp);
+    if (v.rank == 0) {
+      const std::string text = engineStateJson(v).dump(2) + "\n";
+      ManifestFile f = writeFile(tmp, kEngineStateName, text.data(), text.size());
+      f.state = "engine";
+      mine.push_back(std::move(f));
+    }
+  } catch (const std::exception& e) {
+    wrote = Outcome::of(e);
+  }
+  try {
+    agree(comm, wrote, what);
+  } catch (...) {
+    cleanUp();
+    throw;
+  }
+
+  json list = json::array();
+  for (const ManifestFile& f : mine) list.push_back(toJson(f));
+  const std::vector<std::string> lists = allGatherStrings(comm, list.dump());
+  Outcome published;
+  if (v.rank == 0) {
+    bool renamed = false;
+    try {
+      Manifest m = manifestOf(v, tag);
+      for (std::size_t r = 0; r < lists.size(); ++r)
+        for (const json& f : json::parse(lists[r])) m.files.push_back(fileFromJson(f, "rank " + std::to_string(r) + "'s file list"));
+      const json j = toJson(m);
+      manifestFromJson(j, "the manifest being written");  // the reader's checks, before it is published
+      const std::string text = j.dump(1) + "\n";
+      writeFile(tmp, kManifestName, text.data(), text.size());
+      syncDirectory(tmp);
+      renameNoReplace(tmp, joinPath(dir, tag));
+      renamed = true;
+      syncDirectory(dir);
+      replaceFileAtomically(dir, kLatestName, tag + "\n");
+    } catch (const std::exception& e) {
+      published = Outcome::of(e);
+      if (!renamed) cleanUp();
+      // The checkpoint itself is complete; only the pointer to it is not.
+      if (renamed) published.message += "\n  (" + joinPath(dir, tag) + " is complete, but " + joinPath(dir, kLatestName) +
+                                         " may still name the previous checkpoint)";
+    }
+  }
+  agree(comm, published, what);
+}
+
+void load(const EngineView& v, const std::string& dir, const std::string& tag) {
+  comm::Communicator& comm = *v.comm;
+  std::unique_ptr<CheckpointReader> reader;
+  const std::string what = "checkpoint: cannot load '" + tag + "' from " + dir + " (nothing was loaded):";
+  runAgreed(comm, what, [&] {
+    if (v.inMicro || v.micro != 0)
+      ZRT_THROW(InvalidArgument, "checkpoint: load inside a step (", v.micro, " of ", v.accumulation,
+                " micro-steps done); load before beginMicroStep or after step()");
+    reader = std::make_unique<CheckpointReader>(joinPath(dir, resolveTag(dir, tag)));
+    const std::vector<std::string> diffs = modelDifferences(reader->manifest(), v, /*exact=*/true);
+    if (!diffs.empty()) throwDifferences(joinPath(reader->dir(), kManifestName), diffs);
+  });
+  verifySpread(comm, *reader, [](const ManifestFile&) { return true; });
+
+  LossScaler::State scaler;
+  std::int64_t attempted = 0, taken = 0;
+  runAgreed(comm, what, [&] {
+    const json e = reader->engineState();
+    const std::string src = reader->dir() + "/" + kEngineStateName;
+    try {
+      attempted = e.at("optimizer_steps_attempted").get<std::int64_t>();
+      taken = e.at("optimizer_steps_taken").get<std::int64_t>();
+      const json& s = e.at("loss_scaler");
+      scaler.scale = s.at("scale").get<double>();
+      scaler.iteration = s.at("iteration").get<std::int64_t>();
+      scaler.lastOverflowIteration = s.at("last_overflow_iteration").get<std::int64_t>();
+      scaler.hysteresisLeft = s.at("hysteresis_left").get<int>();
+    } catch (const json::exception& x) {
+      ZRT_THROW(InvalidArgument, "checkpoint: ", src, ": ", x.what());
+    }
+    if (attempted < 0 || taken < 0 || taken > attempted || !(scaler.scale > 0))
+      ZRT_THROW(InvalidArgument, "checkpoint: ", src, ": step counters (", attempted, " attempted, ", taken,
+                " taken) or loss scale ", scaler.scale, " are impossible");
+  });
+
+  runAgreed(comm, "checkpoint: loading " + reader->dir() + " failed part-way (the engine's state is now mixed; load again):", [&] {
+    for (const LocalState& s : localStates(v))
+      if (s.holdCount) reader->read(s.name, s.holdBegin, s.holdCount, s.dtype, s.data);
+  });
+  v.scaler->restore(scaler);
+  *v.attempted = attempted;
+  *v.taken = taken;
+  if (v.parametersChanged) v.parametersChanged();
+}
+
+void loadWeights(const EngineView& v, const std::string& path) {
+  comm::Communicator& comm = *v.comm;
+  const std::string what = "checkpoint: cannot load weights from " + path + " (nothing was loaded):";
+  std::unique_ptr<CheckpointReader> ckpt;
+  std::unique_ptr<SafetensorsReader> st;
+  runAgreed(comm, what, [&] {
+    if (v.inMicro || v.micro != 0)
+      ZRT_THROW(InvalidArgument, "checkpoint: loadWeights inside a step (", v.micro, " of ", v.accumulation, " micro-steps done)");
+    if (isDirectory(path)) {
+      const std::string dir = pathExists(joinPath(path, kManifestName)) ? path : joinPath(path, resolveTag(path, ""));
+      ckpt = std::make_unique<CheckpointReader>(dir);
+      const std::vector<std::string> diffs = modelDifferences(ckpt->manifest(), v, /*exact=*/false);
+      if (!diffs.empty()) throwDifferences(joinPath(dir, kManifestName), diffs);
+      return;
+    }
+    if (!pathExists(path)) ZRT_THROW(InvalidArgument, "checkpoint: ", path, " does not exist");
+    st = std::make_unique<SafetensorsReader>(path);
+    std::vector<NamedShape> source, engine;
+    for (const SafetensorsTensor& t : st->tensors()) source.push_back({t.name, t.shape});
+    for (const EngineView::Param& p : v.params) engine.push_back({safetensorsName(p.module, p.name), p.shape});
+    const std::vector<std::string> diffs = nameDifferences(source, engine, "safetensors file");
+    if (!diffs.empty()) throwDifferences(path, diffs);
+  });
+
+  WeightSource src;
+  if (ckpt) {
+    verifySpread(comm, *ckpt, [](const ManifestFile& f) {
+      return f.state == "params" || f.state == "frozen_params" || f.state == "master";
+    });
+    src.values = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, DType t, void* out) {
+      ckpt->readParameter(*ckpt->manifest().param(p.module + "/" + p.name), b, n, t, out);
+    };
+    src.master = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, float* out) {
+      ckpt->readParameterMaster(*ckpt->manifest().param(p.module + "/" + p.name), b, n, out);
+    };
+  } else {
+    src.values = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, DType t, void* out) {
+      st->read(*st->find(safetensorsName(p.module, p.name)), b, n, t, out);
+    };
+    src.master = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, float* out) {
+      st->read(*st->find(safetensorsName(p.module, p.name)), b, n, DType::F32, out);
+    };
+  }
+  runAgreed(comm, "checkpoint: loading weights from " + path + " failed part-way (the parameters are now mixed):",
+            [&] { fillWeights(v, src); });
+  if (v.parametersChanged) v.parametersChanged();
+}
+
+}  // namespace zrt::checkpoint

@@ -1,0 +1,51 @@
+// What the checkpoint code sees of an Engine: its communicator, its layout (the flat buffers'
+// parameters in registration order and this rank's buffers), and the few scalars a resumed run
+// needs (step counters, loss scaler). The Engine builds one on demand (the block at the end of
+// runtime/engine.cpp); nothing here owns anything.
+// Thread-safety: as the Engine: the training loop's thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/dtype.h"
+#include "partition/model_states.h"
+#include "runtime/loss_scaler.h"
+
+namespace zrt::checkpoint {
+
+struct EngineView {
+  struct Param {
+    std::string module;
+    std::string name;
+    std::vector<std::int64_t> shape;
+    bool trainable = true;
+    int group = 0;
+    std::uint64_t offset = 0;  // in the trainable or the frozen flat buffer
+    std::uint64_t numel = 0;
+  };
+
+  comm::Communicator* comm = nullptr;
+  int world = 1;
+  int rank = 0;
+  int stage = 0;
+  DType dtype = DType::F32;
+  const ModelStates* states = nullptr;
+  std::vector<Param> params;
+  std::string optimizer;                 // "adam", "adamw", "sgd"
+  std::vector<std::string> momentNames;  // one per states->moments()
+  LossScaler* scaler = nullptr;
+  std::int64_t* attempted = nullptr;
+  std::int64_t* taken = nullptr;
+  int micro = 0;  // micro-steps done in the current step
+  int accumulation = 1;
+  bool inMicro = false;
+  // Called (collectively) after the parameter shards were overwritten: stage 3 drops its
+  // gathered copies.
+  std::function<void()> parametersChanged;
+};
+
+}  // namespace zrt::checkpoint
