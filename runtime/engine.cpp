@@ -13,19 +13,17 @@
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
 #include "comm/reduce_kernels.h"
+#include "comm/string_gather.h"
 #include "core/error.h"
 #include "core/shard.h"
 #include "core/timing.h"
 #include "partition/model_states.h"
 #include "partition/param_coordinator.h"
-<<<<<<< HEAD
 #include "offload/aio_options.h"
 #include "offload/offload_engine.h"
 #include "offload/pinned_buffer_pool.h"
 #include "offload/swap_space.h"
-=======
 #include "runtime/checkpoint/checkpoint.h"
->>>>>>> ckpt
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer_swapper.h"
@@ -46,26 +44,6 @@ struct ParamInfo {
   std::uint64_t scratchOffset = 0;  // trainable: where its gradient sits in the workspace
 };
 
-// Every rank's bytes, in rank order. The collectives know only float types, but an all-gather
-// only copies, so raw bytes travel as fp32 words unchanged.
-std::vector<std::string> allGatherBytes(comm::Communicator& comm, const std::string& mine) {
-  const auto world = static_cast<std::size_t>(comm.size());
-  std::uint64_t len = mine.size();
-  std::vector<std::uint64_t> lens(world);
-  comm.allGather(&len, lens.data(), 2, DType::F32);
-  // Sized by this rank's length too: a communicator that moves nothing (comm/null) leaves
-  // every gathered length 0.
-  const std::uint64_t longest = std::max<std::uint64_t>(len, *std::max_element(lens.begin(), lens.end()));
-  const std::uint64_t words = std::max<std::uint64_t>(1, (longest + 3) / 4);
-  std::vector<char> send(words * 4, 0), recv(words * 4 * world);
-  std::memcpy(send.data(), mine.data(), mine.size());
-  comm.allGather(send.data(), recv.data(), words, DType::F32);
-  std::vector<std::string> out(world);
-  for (std::size_t r = 0; r < world; ++r)
-    out[r].assign(recv.data() + r * words * 4, std::min<std::uint64_t>(lens[r], words * 4));
-  return out;
-}
-
 std::vector<std::string> splitLines(const std::string& s) {
   std::vector<std::string> lines;
   std::size_t at = 0;
@@ -83,7 +61,7 @@ std::vector<std::string> splitLines(const std::string& s) {
 void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
   std::string mine;
   for (const std::string& line : describeParams(model)) mine += line + "\n";
-  const std::vector<std::string> all = allGatherBytes(comm, mine);
+  const std::vector<std::string> all = comm::allGatherStrings(comm, mine);
   if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) return;
   std::vector<std::vector<std::string>> lines;
   std::size_t most = 0;
@@ -112,9 +90,7 @@ void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
 // collective.
 template <class ErrorType>
 void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, const std::string& what) {
-  std::vector<std::string> all = allGatherBytes(comm, mine);
-  // This rank's own failure counts even through a communicator that moves nothing (comm/null).
-  all[static_cast<std::size_t>(comm.rank())] = mine;
+  const std::vector<std::string> all = comm::allGatherStrings(comm, mine);
   std::string report;
   for (std::size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "comm/string_gather.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/shard.h"
@@ -286,7 +287,7 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag) {
     }
   }
   agree(comm, made, what);
-  tmp = allGatherStrings(comm, v.rank == 0 ? tmp : std::string())[0];
+  tmp = comm::allGatherStrings(comm, v.rank == 0 ? tmp : std::string())[0];
 
   // Everything after this point removes the temporary directory on failure (rank 0 does it,
   // once every rank has stopped writing into it).
@@ -317,7 +318,7 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag) {
 
   json list = json::array();
   for (const ManifestFile& f : mine) list.push_back(toJson(f));
-  const std::vector<std::string> lists = allGatherStrings(comm, list.dump());
+  const std::vector<std::string> lists = comm::allGatherStrings(comm, list.dump());
   Outcome published;
   if (v.rank == 0) {
     bool renamed = false;

@@ -2,8 +2,7 @@
 // contributing its outcome (nothing, or an error) to one all-gather, and either every rank goes
 // on or every rank throws the same error listing each failing rank. A rank that failed alone and
 // threw would leave the others waiting in their next collective.
-// (The Engine has the same helpers privately; these also run on a one-rank world without
-// communicating, so a backend that moves nothing still agrees with itself.)
+// The strings travel through comm/string_gather.h, as the Engine's agreements do.
 // Thread-safety: collective; one thread per rank.
 #pragma once
 
@@ -13,9 +12,6 @@
 #include "comm/communicator.h"
 
 namespace zrt::checkpoint {
-
-// Every rank's string, in rank order.
-std::vector<std::string> allGatherStrings(comm::Communicator& comm, const std::string& mine);
 
 // What one rank has to report: nothing, a bad input (InvalidArgument) or an I/O failure.
 struct Outcome {
