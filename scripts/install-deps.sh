@@ -14,6 +14,7 @@ packages=(
   libcli11-dev                        # tools' command lines
   libxxhash-dev                       # checksums
   libboost-dev                        # Boost.Asio thread pool
+  libopenblas-dev                     # the reference trainer's GPT-2 (cblas_sgemm)
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   fio                                 # offload benchmark reference
 )

@@ -1,0 +1,453 @@
+// GPT-2's forward and backward over a ParameterSource: the module protocol (parameters, release,
+// gradients, backwardDone in the order the Engine expects), the activation memory plan and
+// activation checkpointing. The arithmetic is in gpt2_kernels.cpp.
+#include "tools/trainer/model/gpt2.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "tools/trainer/model/gpt2_kernels.h"
+
+namespace zrt::trainer {
+
+namespace k = kernels;
+
+namespace {
+
+// A block's parameters, in registration order (gpt2_spec.cpp).
+enum BlockParam : int {
+  kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB,
+};
+
+// Buffers are carved from one allocation; 64-byte starts keep every row loop aligned for SIMD.
+constexpr std::size_t kAlignFloats = 16;
+std::size_t roundUp(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+// Records (pointer, size) requests, then points each into one block of memory.
+class Carver {
+ public:
+  void add(float** dst, std::size_t count) { items_.push_back({dst, count}); }
+  std::size_t totalFloats() const {
+    std::size_t t = 0;
+    for (const auto& i : items_) t += roundUp(i.count);
+    return t;
+  }
+  void assign(float* base) {
+    for (const auto& i : items_) {
+      *i.dst = base;
+      base += roundUp(i.count);
+    }
+  }
+
+ private:
+  struct Item {
+    float** dst;
+    std::size_t count;
+  };
+  std::vector<Item> items_;
+};
+
+}  // namespace
+
+struct Gpt2::Impl {
+  // What a block keeps from forward for its backward.
+  struct BlockActs {
+    float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *xmid, *ln2, *mean2, *rstd2, *fch, *fchg;
+  };
+  // A module's gradients: where the kernels write (fp32) and where they go (the source's).
+  struct Grads {
+    std::vector<TensorRef> refs;
+    std::vector<float*> ptr;
+  };
+
+  Gpt2Shape shape;
+  Gpt2Options options;
+  Device& device;
+  int maxBatch;
+  int L, C, H, T, V;
+  std::vector<std::vector<std::string>> names;  // per module, per parameter
+  std::vector<std::vector<std::uint64_t>> numels;
+  std::uint64_t maxModuleFloats = 0;  // padded, for the 16-bit widening scratches
+
+  DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
+  std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
+  std::vector<BlockActs> blocks;   // one per block, or one shared when checkpointing
+  std::vector<float*> res;         // residual stream x_0 .. x_L (offload: two device slots)
+  std::vector<float*> resHost;     // offload: x_0 .. x_{L-1} in pinned memory
+  float *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr,
+        *rowLoss = nullptr;
+  float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
+        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr;
+
+  Impl(const Gpt2Shape& s, Gpt2Options o, Device& d, int mb)
+      : shape(s), options(o), device(d), maxBatch(mb) {
+    validate(s);
+    if (mb < 1) ZRT_THROW(InvalidArgument, "gpt2: maxBatch must be at least 1, got ", mb);
+    if (o.checkpointOffload && !o.activationCheckpointing)
+      ZRT_THROW(InvalidArgument,
+                "gpt2: checkpointOffload needs activationCheckpointing (it offloads the kept "
+                "block inputs)");
+    L = s.layers, C = s.hidden, H = s.heads, T = s.seqLen, V = s.vocab;
+    const EngineModel spec = gpt2Model(s, 0);
+    for (const auto& m : spec.modules) {
+      names.emplace_back();
+      numels.emplace_back();
+      std::uint64_t padded = 0;
+      for (const auto& p : m.params) {
+        names.back().push_back(p.name);
+        numels.back().push_back(numelOf(p));
+        padded += roundUp(numelOf(p));
+      }
+      maxModuleFloats = std::max(maxModuleFloats, padded);
+    }
+    allocate();
+    k::initThreads();
+    warnAboutBlasKernels();
+  }
+
+  // OpenBLAS 0.3.21 (Debian 12) does not know some recent or virtualised Xeons and falls back to
+  // its SSE3 kernels, about 6x slower than its AVX-512 ones on the same CPU. It reads its choice
+  // from the environment when it loads, so all the model can do is say so.
+  static void warnAboutBlasKernels() {
+    const std::string core = k::blasCoreName();
+    const bool old = core == "Prescott" || core == "Core2" || core == "Nehalem" ||
+                     core == "Penryn" || core == "Dunnington" || core == "Atom";
+    if (!old) return;
+    const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                          : nullptr;
+    if (!better) return;
+    warnOnce("gpt2-openblas-core",
+             "gpt2: OpenBLAS chose its " + core + " kernels, but this CPU has " +
+                 (std::string(better) == "SkylakeX" ? "AVX-512" : "AVX2") +
+                 ": matrix products run several times slower than they could. Set "
+                 "OPENBLAS_CORETYPE=" + better + " in the environment to use them.");
+  }
+
+  ~Impl() {
+    if (!stream) return;
+    try {
+      stream->synchronize();
+    } catch (const std::exception& e) {
+      logError(std::string("gpt2: an activation copy failed at shutdown: ") + e.what());
+    }
+  }
+
+  void allocate() {
+    const std::size_t n = static_cast<std::size_t>(maxBatch) * T;
+    const std::size_t nc = n * C;
+    const std::size_t att = static_cast<std::size_t>(maxBatch) * H * T * T;
+    Carver dev, pinned;
+    const bool ckpt = options.activationCheckpointing, offload = options.checkpointOffload;
+    // Checkpointing keeps one block's worth of activations, reused by every block in forward
+    // and by the recomputation in backward; without it each block keeps its own.
+    blocks.resize(ckpt ? 1 : L);
+    for (auto& b : blocks) {
+      dev.add(&b.ln1, nc);
+      dev.add(&b.mean1, n);
+      dev.add(&b.rstd1, n);
+      dev.add(&b.qkv, 3 * nc);
+      dev.add(&b.att, att);
+      dev.add(&b.atty, nc);
+      dev.add(&b.xmid, nc);
+      dev.add(&b.ln2, nc);
+      dev.add(&b.mean2, n);
+      dev.add(&b.rstd2, n);
+      dev.add(&b.fch, 4 * nc);
+      dev.add(&b.fchg, 4 * nc);
+    }
+    // Offloaded, the device holds the block being computed's input and output only.
+    res.resize(offload ? 2 : L + 1);
+    for (auto& r : res) dev.add(&r, nc);
+    if (offload) {
+      resHost.resize(L);
+      for (auto& r : resHost) pinned.add(&r, nc);
+    }
+    dev.add(&lnf, nc);
+    dev.add(&meanf, n);
+    dev.add(&rstdf, n);
+    dev.add(&logits, n * V);
+    dev.add(&rowLoss, n);
+    dev.add(&dres, nc);
+    dev.add(&dln, nc);
+    dev.add(&datty, nc);
+    dev.add(&dqkv, 3 * nc);
+    dev.add(&dfch, 4 * nc);
+    dev.add(&datt, att);
+    dev.add(&lnTmp, nc);
+    dev.add(&dwteHead, static_cast<std::size_t>(V) * C);
+    dev.add(&ones, n);
+    deviceActs = device.allocate(dev.totalFloats() * sizeof(float), MemTag::Activations);
+    dev.assign(deviceActs.as<float>());
+    if (offload) {
+      pinnedActs = device.allocatePinned(pinned.totalFloats() * sizeof(float), MemTag::Activations);
+      pinned.assign(pinnedActs.as<float>());
+      stream = device.createStream();
+    }
+    std::fill(ones, ones + n, 1.0f);
+  }
+
+  float* x(int k) const { return options.checkpointOffload ? res[k % 2] : res[k]; }
+  BlockActs& acts(int block) { return options.activationCheckpointing ? blocks[0] : blocks[block]; }
+
+  std::string moduleName(std::size_t m) const {
+    if (m == 0) return "embed";
+    if (m == static_cast<std::size_t>(L) + 1) return "ln_f";
+    return "h." + std::to_string(m - 1);
+  }
+
+  void checkRefs(std::size_t m, const std::vector<TensorRef>& refs, const char* what) const {
+    if (refs.size() != names[m].size())
+      ZRT_THROW(InvalidArgument, "gpt2: ", what, "(", m, ") for module ", moduleName(m),
+                " returned ", refs.size(), " tensors, expected ", names[m].size());
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      if (refs[i].numel != numels[m][i])
+        ZRT_THROW(InvalidArgument, "gpt2: ", what, "(", m, ") gave ", names[m][i], " with ",
+                  refs[i].numel, " elements, expected ", numels[m][i]);
+    }
+  }
+
+  // Module m's parameters as fp32: the source's own memory when it holds fp32, else widened
+  // into a scratch shared by all modules (one module is read at a time).
+  std::vector<const float*> params(ParameterSource& src, std::size_t m) {
+    const std::vector<TensorRef> refs = src.parameters(m);
+    checkRefs(m, refs, "parameters");
+    std::vector<const float*> out(refs.size());
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      const TensorRef& r = refs[i];
+      if (!r.data)
+        ZRT_THROW(InvalidArgument, "gpt2: parameters(", m, ") gave ", names[m][i],
+                  " without data");
+      if (r.dtype == DType::F32) {
+        out[i] = static_cast<const float*>(r.data);
+        continue;
+      }
+      float* dst = wideScratch(wideParams) + offset;
+      offset += roundUp(r.numel);
+      const auto* bits = static_cast<const std::uint16_t*>(r.data);
+      const auto count = static_cast<std::int64_t>(r.numel);
+      if (r.dtype == DType::BF16) {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t j = 0; j < count; ++j) dst[j] = bf16ToFloat(bits[j]);
+      } else {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t j = 0; j < count; ++j) dst[j] = halfToFloat(bits[j]);
+      }
+      out[i] = dst;
+    }
+    return out;
+  }
+
+  // Allocated on first use: fp32 training never needs them.
+  float* wideScratch(DeviceMemory& mem) {
+    if (!mem) mem = device.allocate(maxModuleFloats * sizeof(float), MemTag::Activations);
+    return mem.as<float>();
+  }
+
+  // Module m's gradients: written in place when the source takes fp32, else computed in a
+  // scratch and rounded to the source's dtype by finishGrads.
+  Grads openGrads(ParameterSource& src, std::size_t m) {
+    Grads g;
+    g.refs = src.gradients(m);
+    checkRefs(m, g.refs, "gradients");
+    g.ptr.resize(g.refs.size());
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < g.refs.size(); ++i) {
+      const TensorRef& r = g.refs[i];
+      if (r.data && r.dtype == DType::F32) {
+        g.ptr[i] = static_cast<float*>(r.data);
+      } else {  // 16-bit, or a frozen parameter's (null) gradient: computed and dropped
+        g.ptr[i] = wideScratch(wideGrads) + offset;
+        offset += roundUp(r.numel);
+      }
+    }
+    return g;
+  }
+
+  void finishGrads(ParameterSource& src, std::size_t m, const Grads& g) {
+    for (std::size_t i = 0; i < g.refs.size(); ++i) {
+      const TensorRef& r = g.refs[i];
+      if (!r.data || r.dtype == DType::F32) continue;
+      auto* bits = static_cast<std::uint16_t*>(r.data);
+      const float* from = g.ptr[i];
+      const auto count = static_cast<std::int64_t>(r.numel);
+      if (r.dtype == DType::BF16) {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToBf16(from[j]);
+      } else {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToHalf(from[j]);
+      }
+    }
+    src.backwardDone(m);
+  }
+
+  void checkBatch(const std::uint8_t* inputs, const std::uint8_t* targets, int batch) const {
+    if (batch < 1 || batch > maxBatch)
+      ZRT_THROW(InvalidArgument, "gpt2: batch must be in [1, ", maxBatch, "] (the maxBatch it was built for), got ", batch);
+    if (V == 256) return;  // every byte is a token
+    const std::size_t n = static_cast<std::size_t>(batch) * T;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (inputs[i] >= V)
+        ZRT_THROW(InvalidArgument, "gpt2: inputs[", i, "] = ", int{inputs[i]},
+                  " is outside the vocabulary of ", V);
+      if (targets && targets[i] >= V)
+        ZRT_THROW(InvalidArgument, "gpt2: targets[", i, "] = ", int{targets[i]},
+                  " is outside the vocabulary of ", V);
+    }
+  }
+
+  void blockForward(BlockActs& a, const std::vector<const float*>& p, const float* in,
+                    float* out, int batch) {
+    const int n = batch * T;
+    k::layerNormForward(a.ln1, a.mean1, a.rstd1, in, p[kLn1W], p[kLn1B], n, C);
+    k::linearForward(a.qkv, a.ln1, p[kAttnW], p[kAttnB], nullptr, n, C, 3 * C);
+    k::attentionForward(a.atty, a.att, a.qkv, batch, T, C, H);
+    k::linearForward(a.xmid, a.atty, p[kProjW], p[kProjB], in, n, C, C);
+    k::layerNormForward(a.ln2, a.mean2, a.rstd2, a.xmid, p[kLn2W], p[kLn2B], n, C);
+    k::linearForward(a.fch, a.ln2, p[kFcW], p[kFcB], nullptr, n, C, 4 * C);
+    k::geluForward(a.fchg, a.fch, static_cast<std::int64_t>(n) * 4 * C);
+    // Recomputation for backward needs everything but the block's output.
+    if (out) k::linearForward(out, a.fchg, p[kFcProjW], p[kFcProjB], a.xmid, n, 4 * C, C);
+  }
+
+  // dres holds d loss / d (block output) on entry and d loss / d (block input) on return.
+  void blockBackward(BlockActs& a, const std::vector<const float*>& p,
+                     const std::vector<float*>& g, const float* in, int batch) {
+    const int n = batch * T;
+    k::linearBackward(dres, a.fchg, p[kFcProjW], dfch, g[kFcProjW], g[kFcProjB], ones, n, 4 * C,
+                      C, false);
+    k::geluBackward(dfch, a.fch, static_cast<std::int64_t>(n) * 4 * C);
+    k::linearBackward(dfch, a.ln2, p[kFcW], dln, g[kFcW], g[kFcB], ones, n, C, 4 * C, false);
+    k::layerNormBackward(dres, g[kLn2W], g[kLn2B], dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, lnTmp,
+                         ones, n, C);
+    k::linearBackward(dres, a.atty, p[kProjW], datty, g[kProjW], g[kProjB], ones, n, C, C, false);
+    k::attentionBackward(dqkv, datt, datty, a.qkv, a.att, batch, T, C, H);
+    k::linearBackward(dqkv, a.ln1, p[kAttnW], dln, g[kAttnW], g[kAttnB], ones, n, C, 3 * C,
+                      false);
+    k::layerNormBackward(dres, g[kLn1W], g[kLn1B], dln, in, p[kLn1W], a.mean1, a.rstd1, lnTmp,
+                         ones, n, C);
+  }
+
+  enum class Mode { Train, Loss, Logits };
+
+  double run(ParameterSource& src, const std::uint8_t* inputs, const std::uint8_t* targets,
+             int batch, double seed, Mode mode, float* logitsOut) {
+    checkBatch(inputs, targets, batch);
+    const int n = batch * T;
+    const std::size_t ncBytes = static_cast<std::size_t>(n) * C * sizeof(float);
+    const bool train = mode == Mode::Train;
+    const bool offload = options.checkpointOffload;
+    const std::size_t lnfModule = static_cast<std::size_t>(L) + 1;
+
+    {
+      const auto p = params(src, 0);
+      k::embeddingForward(x(0), inputs, p[0], p[1], batch, T, C);
+      src.release(0);
+    }
+    for (int b = 0; b < L; ++b) {
+      if (offload && train) {
+        // x(b + 1) reuses the slot of x_{b-1}, whose copy out was queued one block ago; x_b's
+        // copy overlaps this block's compute.
+        stream->synchronize();
+        device.copyAsync(resHost[b], x(b), ncBytes, *stream);
+      }
+      const auto p = params(src, b + 1);
+      blockForward(acts(b), p, x(b), x(b + 1), batch);
+      src.release(b + 1);
+    }
+    {
+      const auto p = params(src, lnfModule);
+      k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], n, C);
+      src.release(lnfModule);
+    }
+
+    // The head, tied to wte: forward and (training) its backward under one parameters(0).
+    double loss = 0;
+    {
+      const auto p = params(src, 0);
+      const float* wte = p[0];
+      k::gemm(false, true, n, V, C, 1.0f, lnf, C, wte, C, 0.0f, logits, V);
+      if (mode == Mode::Logits) {
+        std::memcpy(logitsOut, logits, static_cast<std::size_t>(n) * V * sizeof(float));
+        src.release(0);
+        return 0;
+      }
+      loss = k::crossEntropyForward(logits, rowLoss, targets, n, V);
+      if (train) {
+        k::crossEntropyBackward(logits, targets, n, V, seed);
+        k::gemm(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dln, C);
+        k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
+      }
+      src.release(0);
+    }
+    if (!train) return loss;
+
+    {
+      const auto p = params(src, lnfModule);
+      const Grads g = openGrads(src, lnfModule);
+      std::memset(dres, 0, ncBytes);
+      k::layerNormBackward(dres, g.ptr[0], g.ptr[1], dln, x(L), p[0], meanf, rstdf, lnTmp, ones, n,
+                           C);
+      finishGrads(src, lnfModule, g);
+      src.release(lnfModule);
+    }
+    for (int b = L - 1; b >= 0; --b) {
+      if (offload) {
+        // x_b is on the device: the last block's input never left its slot, the others were
+        // fetched one block ago. The slot of x_{b+1}, no longer needed, takes x_{b-1}.
+        stream->synchronize();
+        if (b >= 1) device.copyAsync(x(b - 1), resHost[b - 1], ncBytes, *stream);
+      }
+      const auto p = params(src, b + 1);
+      if (options.activationCheckpointing) blockForward(acts(b), p, x(b), nullptr, batch);
+      const Grads g = openGrads(src, b + 1);
+      blockBackward(acts(b), p, g.ptr, x(b), batch);
+      finishGrads(src, b + 1, g);
+      src.release(b + 1);
+    }
+    {
+      const Grads g = openGrads(src, 0);
+      // wte's gradient holds both its uses: the head's part, then the lookup's rows added.
+      std::memcpy(g.ptr[0], dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
+      k::embeddingBackward(g.ptr[0], g.ptr[1], dres, inputs, batch, T, C);
+      finishGrads(src, 0, g);
+    }
+    return loss;
+  }
+};
+
+Gpt2::Gpt2(const Gpt2Shape& shape, Gpt2Options options, Device& device, int maxBatch)
+    : impl_(std::make_unique<Impl>(shape, options, device, maxBatch)) {}
+
+Gpt2::~Gpt2() = default;
+
+double Gpt2::forwardBackward(ParameterSource& src, const std::uint8_t* inputs,
+                             const std::uint8_t* targets, int batch, double seed) {
+  return impl_->run(src, inputs, targets, batch, seed, Impl::Mode::Train, nullptr);
+}
+
+double Gpt2::loss(ParameterSource& src, const std::uint8_t* inputs, const std::uint8_t* targets,
+                  int batch) {
+  return impl_->run(src, inputs, targets, batch, 0.0, Impl::Mode::Loss, nullptr);
+}
+
+std::vector<float> Gpt2::logits(ParameterSource& src, const std::uint8_t* inputs, int batch) {
+  std::vector<float> out(static_cast<std::size_t>(batch > 0 ? batch : 0) * impl_->T * impl_->V);
+  impl_->run(src, inputs, nullptr, batch, 0.0, Impl::Mode::Logits, out.data());
+  return out;
+}
+
+double Gpt2::flopsPerToken() const {
+  // 6 per weight per token (2 forward, 4 backward) for every matrix product's weights, the tied
+  // head included; attention's QK^T and PV are 4 T C per layer forward (the whole T x T, as
+  // computed), 12 T C forward and backward. As nanoGPT and the PaLM paper count.
+  const double L = impl_->L, C = impl_->C, T = impl_->T, V = impl_->V;
+  return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * C * T;
+}
+
+}  // namespace zrt::trainer
