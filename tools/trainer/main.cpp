@@ -33,6 +33,7 @@
 #include "runtime/engine.h"
 #include "step_log.h"
 #include "text_data.h"
+#include "threads.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ struct Run {
   std::unique_ptr<Gpt2> model;
   std::ofstream jsonLog;
   std::uint64_t parameters = 0;
+  int threads = 1;
 };
 
 // Warmup-and-decay schedules need the run's length; DeepSpeed's "auto" total is the trainer's
@@ -80,6 +82,7 @@ void agree(comm::Communicator& comm, const std::exception_ptr& failure) {
 void setUp(Run& run) {
   const Options& o = run.options;
   run.comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  run.threads = setThreadsPerRank(MPI_COMM_WORLD);
   // First what each rank reads alone: the config, the data, the log file, the device.
   std::exception_ptr failure;
   try {
@@ -130,9 +133,9 @@ void printBanner(const Run& run) {
               static_cast<double>(run.parameters) / 1e6, run.model->flopsPerToken());
   std::printf("data %s: %zu training and %zu validation bytes\n", run.data.path.c_str(),
               run.data.trainBytes, run.data.bytes.size() - run.data.trainBytes);
-  std::printf("%d ranks, ZeRO stage %d, %s, device %s; global batch %lld sequences (%lld tokens) = "
+  std::printf("%d ranks (%d threads each), ZeRO stage %d, %s, device %s; global batch %lld sequences (%lld tokens) = "
               "micro-batch %lld x accumulation %lld x %d ranks\n",
-              c.world_size, run.engine->stage(), std::string(nameOf(run.engine->precision())).c_str(),
+              c.world_size, run.threads, run.engine->stage(), std::string(nameOf(run.engine->precision())).c_str(),
               run.deviceSpec.c_str(), static_cast<long long>(c.train_batch_size),
               static_cast<long long>(tokens), static_cast<long long>(c.train_micro_batch_size_per_gpu),
               static_cast<long long>(c.gradient_accumulation_steps), c.world_size);
