@@ -133,7 +133,7 @@ void printBanner(const Run& run) {
               static_cast<double>(run.parameters) / 1e6, run.model->flopsPerToken());
   std::printf("data %s: %zu training and %zu validation bytes\n", run.data.path.c_str(),
               run.data.trainBytes, run.data.bytes.size() - run.data.trainBytes);
-  std::printf("%d ranks (%d threads each), ZeRO stage %d, %s, device %s; global batch %lld sequences (%lld tokens) = "
+  std::printf("%d ranks, %d OpenMP threads per rank, ZeRO stage %d, %s, device %s; global batch %lld sequences (%lld tokens) = "
               "micro-batch %lld x accumulation %lld x %d ranks\n",
               c.world_size, run.threads, run.engine->stage(), std::string(nameOf(run.engine->precision())).c_str(),
               run.deviceSpec.c_str(), static_cast<long long>(c.train_batch_size),
