@@ -2,10 +2,11 @@
 """zrt-train run as a user runs it, on a model small enough for a test (2 layers x 32 wide, T 32).
 
   check_trainer.py --mode equivalence --configs DIR -- MPIEXEC... ZRT_TRAIN
-      The stage-0 run on one rank is the reference; stages 0, 1 and 2 on two ranks must give the
-      same loss at every step and the same validation loss, within fp32 rounding (1e-5
-      relative): the global batch is the same bytes whatever the split, and the engine's ranks
-      end each step with the parameters of one rank training on the whole batch.
+      The stage-0 run on one rank is the reference; stages 0, 1 and 2 on two ranks (and stage 2
+      with activation checkpointing, on the device and offloaded) must give the same loss at
+      every step and the same validation loss, within fp32 rounding (1e-5 relative): the global
+      batch is the same bytes whatever the split, and the engine's ranks end each step with the
+      parameters of one rank training on the whole batch.
   check_trainer.py --mode learns --configs DIR -- MPIEXEC... ZRT_TRAIN
       Two ranks, stage 2, 60 steps: the loss starts near ln 256 (a uniform guess over bytes) and
       falls well below it, on the training and the validation text.
@@ -61,9 +62,15 @@ def equivalence(a):
                        work)
         worst = 0.0
         failures = []
-        for stage in (0, 1, 2):
+        # Activation checkpointing recomputes each block in backward: the same arithmetic, so the
+        # same losses (on device, and with the kept inputs offloaded to pinned host memory).
+        runs = [(0, []), (1, []), (2, []), (2, ["--activation-checkpointing"]),
+                (2, ["--activation-checkpointing", "--checkpoint-offload"])]
+        for stage, flags in runs:
+            work_run = os.path.join(work, str(len(flags)))
+            os.makedirs(work_run, exist_ok=True)
             rows, _ = train(a.mpiexec, 2, a.trainer, os.path.join(a.configs, f"stage{stage}.json"),
-                            steps, extra, work)
+                            steps, extra + flags, work_run)
             for want, got in zip(ref, rows):
                 for key in ("loss", "val_loss", "grad_norm"):
                     if (key in want) != (key in got):
@@ -73,10 +80,10 @@ def equivalence(a):
                         continue
                     rel = abs(got[key] - want[key]) / abs(want[key])
                     worst = max(worst, rel)
-                    print(f"stage {stage} np2 step {got['step']:2d} {key:9s} {got[key]:.8f} "
+                    print(f"stage {stage}{''.join(' ' + f for f in flags)} np2 step {got['step']:2d} {key:9s} {got[key]:.8f} "
                           f"reference {want[key]:.8f} rel {rel:.1e}")
                     if rel > 1e-5:
-                        failures.append(f"stage {stage} step {got['step']} {key}: {got[key]!r} vs "
+                        failures.append(f"stage {stage} {flags} step {got['step']} {key}: {got[key]!r} vs "
                                         f"reference {want[key]!r} (rel {rel:.2e} > 1e-5)")
         if ref[0]["loss"] == ref[-1]["loss"]:
             failures.append("the reference run's loss did not change: nothing was compared")
