@@ -14,7 +14,8 @@ using namespace zrt::trainer::test;
 
 namespace {
 
-const Gpt2Shape kShape{.layers = 3, .hidden = 32, .heads = 2, .seqLen = 16, .vocab = 256};
+// Large enough that products and attention run split over threads (their bits must repeat too).
+const Gpt2Shape kShape{.layers = 3, .hidden = 48, .heads = 4, .seqLen = 64, .vocab = 256};
 constexpr int kMaxBatch = 3;
 
 struct Run {

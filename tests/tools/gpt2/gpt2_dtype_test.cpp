@@ -4,7 +4,9 @@
 // 16-bit gradient must be exactly the fp32 gradient rounded to nearest even.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/device.h"
 #include "tests/tools/gpt2/gpt2_test_source.h"
@@ -59,4 +61,24 @@ TEST_CASE("gpt2: bf16 and fp16 parameters give the fp32 loss of their values, gr
     }
     CHECK(nonzero > 0);
   }
+}
+
+TEST_CASE("gpt2: an fp16 overflow in the parameters reaches the loss and the gradients") {
+  // The Engine skips an fp16 step when a gradient is inf or NaN; the model must carry a
+  // non-finite value through to the loss and the gradients rather than clamp it away.
+  const Gpt2Shape shape{.layers = 1, .hidden = 16, .heads = 2, .seqLen = 8, .vocab = 256};
+  MemoryLedger ledger;
+  auto device = makeDevice("host", ledger);
+  Gpt2 model(shape, {}, *device, 1);
+  TestSource src(gpt2Model(shape, 1), DType::F16);
+  std::vector<float> w = src.get(1, 2);  // h.0.attn.c_attn.weight
+  w[5] = std::numeric_limits<float>::infinity();
+  src.set(1, 2, w);
+  const auto in = randomTokens(8, 256, 1), tg = randomTokens(8, 256, 2);
+  src.beginMicroStep();
+  const double loss = model.forwardBackward(src, in.data(), tg.data(), 1, 1.0);
+  CHECK_FALSE(std::isfinite(loss));
+  bool nonFinite = false;
+  for (float g : src.grad(0, 0)) nonFinite |= !std::isfinite(g);
+  CHECK(nonFinite);
 }

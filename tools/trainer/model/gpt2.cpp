@@ -231,10 +231,10 @@ struct Gpt2::Impl {
       const auto* bits = static_cast<const std::uint16_t*>(r.data);
       const auto count = static_cast<std::int64_t>(r.numel);
       if (r.dtype == DType::BF16) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
         for (std::int64_t j = 0; j < count; ++j) dst[j] = bf16ToFloat(bits[j]);
       } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
         for (std::int64_t j = 0; j < count; ++j) dst[j] = halfToFloat(bits[j]);
       }
       out[i] = dst;
@@ -276,10 +276,10 @@ struct Gpt2::Impl {
       const float* from = g.ptr[i];
       const auto count = static_cast<std::int64_t>(r.numel);
       if (r.dtype == DType::BF16) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
         for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToBf16(from[j]);
       } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
         for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToHalf(from[j]);
       }
     }

@@ -12,7 +12,13 @@
 //   L + 1    "ln_f": ln_f.{weight,bias}
 // The language-model head is tied to wte, so module 0 is read twice in a forward (first and
 // last) and its gradient is reported once, at the end of backward, holding both uses.
-// Thread-safety: one thread drives a Gpt2; it uses OpenMP and BLAS threads inside.
+// Threads: one OpenMP pool does everything; BLAS runs single-threaded inside each call (the
+// constructor sets OpenBLAS to one thread, process-wide) and the model splits the products over
+// the pool itself, since two pools spinning on the same cores slow each other several-fold.
+// OMP_NUM_THREADS sets the pool; OMP_WAIT_POLICY=passive helps on a machine shared with other
+// work. OpenBLAS 0.3.21 picks its SSE3 kernels on CPUs it does not know; the constructor warns
+// when that happens on an AVX2 or AVX-512 CPU (set OPENBLAS_CORETYPE, e.g. SkylakeX).
+// Thread-safety: one thread drives a Gpt2.
 #pragma once
 
 #include <cstddef>
@@ -78,7 +84,10 @@ struct Gpt2Options {
 class Gpt2 {
  public:
   // Activation buffers for micro-batches of up to `maxBatch` sequences come from `device`,
-  // charged to MemTag::Activations (offloaded checkpoints: pinned host), at construction.
+  // charged to MemTag::Activations (offloaded checkpoints: pinned host), at construction. The
+  // fp32 copies a 16-bit source needs (one module's parameters and gradients at a time) are
+  // Activations too, allocated on the first 16-bit call. Throws InvalidArgument naming the field
+  // for a bad shape, maxBatch < 1, or checkpointOffload without activationCheckpointing.
   Gpt2(const Gpt2Shape& shape, Gpt2Options options, Device& device, int maxBatch);
   ~Gpt2();
   Gpt2(const Gpt2&) = delete;
@@ -87,6 +96,11 @@ class Gpt2 {
   // One micro-batch of `batch` sequences (inputs and targets are batch x T bytes): forward,
   // the mean cross-entropy over its batch x T tokens, and backward of (that mean x seed), each
   // module's gradients handed to `src` as soon as they are complete. Returns the mean loss.
+  // Order of calls on `src`: forward parameters/release 0, 1 .. L, L+1, then 0 again for the
+  // head (whose backward runs under that same parameters(0)); backward L+1, L .. 1 (parameters,
+  // gradients, backwardDone, release), and last gradients(0)/backwardDone(0) holding both of
+  // wte's uses. Throws InvalidArgument for batch outside [1, maxBatch], a token >= vocab, or a
+  // source whose tensors do not match the registration (naming the parameter).
   double forwardBackward(ParameterSource& src, const std::uint8_t* inputs,
                          const std::uint8_t* targets, int batch, double seed);
   // Forward only: the mean cross-entropy (validation).

@@ -18,17 +18,63 @@ constexpr float kLayerNormEps = 1e-5f;
 // register block), so no thread gets a sliver.
 constexpr int kGemmRowBlock = 16;
 
+// A product's multiply-adds per element of an element-wise pass, roughly, in time: products
+// below kParallelMinElements x this stay on one thread.
+constexpr std::int64_t kGemmWorkPerElement = 32;
+
 // Each of `threads` takes this many of `count` rows: whole blocks, the last thread the rest.
 int blockShare(int count, int threads) {
   const int blocks = (count + kGemmRowBlock - 1) / kGemmRowBlock;
   return (blocks + threads - 1) / threads * kGemmRowBlock;
 }
 
-// Row r of a row-major array with `cols` columns; the products are done in size_t because
-// batch x T x 4C overflows int at sizes a user may ask for.
+// Row r of a row-major array with `cols` columns, indexed in 64 bits: batch x T x 4C overflows
+// int at sizes a user may ask for.
 inline float* row(float* base, std::int64_t r, std::int64_t cols) { return base + r * cols; }
 inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
   return base + r * cols;
+}
+
+// exp and tanh written as plain arithmetic, so the loops around them vectorise: libm's tanhf and
+// expf are scalar calls per element (tanhf was the largest cost after the matrix products).
+// exp: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (truncation below
+// 1.3e-7 relative), times 2^n built in the exponent bits. The rounding of x log2(e) to n adds
+// and subtracts 1.5 x 2^23, which works in the default rounding mode without SSE4.1's round.
+// Within 3 ulp of exp over [-87, 88] (checked against double exp on a dense sweep), far below
+// what the PyTorch comparison (1e-5 of the logits' scale) can see. Inputs are clamped to that
+// range: below it the result is 1.6e-38 rather than a denormal or 0, harmless in a softmax.
+// Clamps are ternaries on values: std::min/max return references, which GCC does not turn into
+// vector min/max, and the loop then does not vectorise.
+[[gnu::always_inline]] inline float clamp(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+
+[[gnu::always_inline]] inline float expApprox(float x) {
+  x = clamp(x, -87.0f, 88.0f);
+  // 1.5 x 2^23 + n: its low mantissa bits hold n, read below as an integer without a float to
+  // int conversion (undefined for the NaN that must pass through to flag an fp16 overflow).
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::uint32_t biased =
+      std::bit_cast<std::uint32_t>(shifted) - std::bit_cast<std::uint32_t>(12582912.0f) + 127u;
+  return p * std::bit_cast<float>(biased << 23);
+}
+
+// tanh(u) = 1 - 2 / (e^{2u} + 1): no cancellation near 1 (where GELU needs it), and an absolute
+// error of a few 1e-8 near 0, where GELU's 0.5 x (1 + tanh) only needs it absolute. |u| > 9
+// gives +-1 exactly in fp32 anyway; the clamp keeps e^{2u} finite.
+[[gnu::always_inline]] inline float tanhApprox(float u) {
+  u = clamp(u, -9.0f, 9.0f);
+  return 1.0f - 2.0f / (expApprox(2.0f * u) + 1.0f);
 }
 
 }  // namespace
@@ -42,13 +88,15 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
                 transB ? CblasTrans : CblasNoTrans, rows, N, K, alpha, a, lda, B, ldb, beta,
                 C + static_cast<std::int64_t>(m0) * ldc, ldc);
   };
-  if (omp_in_parallel() || M < 2 * kGemmRowBlock) {
+  if (omp_in_parallel() || M < 2 * kGemmRowBlock ||
+      !worthThreads(static_cast<std::int64_t>(M) * N * K / kGemmWorkPerElement)) {
     call(0, M);
     return;
   }
   // BLAS runs one thread per call (initThreads); the threads here split C's rows into equal
   // blocks, so element-wise loops and products share one pool instead of two pools spinning
-  // against each other. The split depends only on the thread count: same bits every call.
+  // against each other. The split depends only on M and the thread count, so a product gives
+  // the same bits every time it is repeated (checkpointing's recomputation relies on that).
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -63,7 +111,8 @@ void columnSums(float* out, const float* x, const float* ones, int n, int cols) 
     cblas_sgemv(CblasRowMajor, CblasTrans, n, count, 1.0f, x + j0, cols, ones, 1, 0.0f, out + j0,
                 1);
   };
-  if (omp_in_parallel() || cols < 2 * kGemmRowBlock) {
+  if (omp_in_parallel() || cols < 2 * kGemmRowBlock ||
+      !worthThreads(static_cast<std::int64_t>(n) * cols)) {
     call(0, cols);
     return;
   }
@@ -84,7 +133,7 @@ void linearForward(float* y, const float* x, const float* W, const float* b, con
                    int n, int in, int out) {
   // The bias (and residual) go in first so the product accumulates onto them (beta = 1): one
   // pass over y instead of a product pass and a separate bias pass.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * out))
   for (int i = 0; i < n; ++i) {
     float* yr = row(y, i, out);
     if (residual) {
@@ -106,13 +155,15 @@ void linearBackward(const float* dy, const float* x, const float* W, float* dx, 
 
 void layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
                       const float* b, int n, int c) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * c))
   for (int i = 0; i < n; ++i) {
     const float* xr = row(x, i, c);
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < c; ++j) sum += xr[j];
     const float m = sum / static_cast<float>(c);
     float var = 0.0f;
+#pragma omp simd reduction(+ : var)
     for (int j = 0; j < c; ++j) {
       const float d = xr[j] - m;
       var += d * d;
@@ -131,13 +182,14 @@ void layerNormBackward(float* dx, float* dw, float* db, const float* dy, const f
   // Per row: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w. The weight gradient's
   // terms dy xhat go to `tmp` so both column sums are BLAS gemv's rather than a reduction
   // across threads, whose order (and so whose bits) would vary from run to run.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * c))
   for (int i = 0; i < n; ++i) {
     const float* xr = row(x, i, c);
     const float* g = row(dy, i, c);
     float* t = row(tmp, i, c);
     const float m = mean[i], s = rstd[i];
     float sumG = 0.0f, sumGx = 0.0f;
+#pragma omp simd reduction(+ : sumG, sumGx)
     for (int j = 0; j < c; ++j) {
       const float xhat = (xr[j] - m) * s;
       const float gw = g[j] * w[j];
@@ -160,42 +212,6 @@ namespace {
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 constexpr std::int64_t kChunk = 4096;  // elements per OpenMP work item of the element-wise loops
-
-// tanh through exp, both written as plain arithmetic so the loops around them vectorise: libm's
-// tanhf is a scalar call per element and was the largest cost after the matrix products.
-// exp: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (error < 2e-8
-// relative), times 2^n built in the exponent bits. The rounding of x log2(e) to n adds and
-// subtracts 1.5 x 2^23, which works in the default rounding mode without SSE4.1's round.
-// Accurate to about 2 ulp, which the PyTorch comparison (1e-5 of the logits' scale) cannot see.
-// Clamps are ternaries on values: std::min/max return references, which GCC does not turn into
-// vector min/max, and the loop then does not vectorise.
-[[gnu::always_inline]] inline float clamp(float x, float lo, float hi) {
-  x = x < lo ? lo : x;
-  return x > hi ? hi : x;
-}
-
-[[gnu::always_inline]] inline float expApprox(float x) {
-  x = clamp(x, -87.0f, 88.0f);
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const auto bits = static_cast<std::int32_t>(n) + 127;
-  return p * std::bit_cast<float>(bits << 23);
-}
-
-// tanh(u) = 1 - 2 / (e^{2u} + 1): no cancellation near 1 (where GELU needs it), and an absolute
-// error of a few 1e-8 near 0, where GELU's 0.5 x (1 + tanh) only needs it absolute. |u| > 9
-// gives +-1 exactly in fp32 anyway; the clamp keeps e^{2u} finite.
-[[gnu::always_inline]] inline float tanhApprox(float u) {
-  u = clamp(u, -9.0f, 9.0f);
-  return 1.0f - 2.0f / (expApprox(2.0f * u) + 1.0f);
-}
 
 // GELU is the one element-wise pass heavy enough to gain from wider vectors than x86-64's
 // baseline SSE2: one clone per ISA, picked once at load time, so a process always computes the
@@ -225,13 +241,13 @@ ZRT_GPT2_SIMD_CLONES void geluBackwardChunk(float* d, const float* in, std::int6
 }  // namespace
 
 void geluForward(float* out, const float* in, std::int64_t count) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(count))
   for (std::int64_t c = 0; c < count; c += kChunk)
     geluForwardChunk(out + c, in + c, std::min(kChunk, count - c));
 }
 
 void geluBackward(float* d, const float* in, std::int64_t count) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(count))
   for (std::int64_t c = 0; c < count; c += kChunk)
     geluBackwardChunk(d + c, in + c, std::min(kChunk, count - c));
 }
@@ -245,7 +261,7 @@ void attentionForward(float* out, float* att, const float* qkv, int batch, int T
   // One (batch, head) per work item, its products single-threaded BLAS calls. The upper
   // triangle of the scores is computed and then zeroed: half that product is wasted, but one
   // full sgemm is faster than T row-sized ones.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * heads * T * T))
   for (int bh = 0; bh < batch * heads; ++bh) {
     const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
@@ -254,10 +270,12 @@ void attentionForward(float* out, float* att, const float* qkv, int batch, int T
     for (int i = 0; i < T; ++i) {
       float* r = p + static_cast<std::int64_t>(i) * T;
       float mx = r[0];
+#pragma omp simd reduction(max : mx)
       for (int j = 1; j <= i; ++j) mx = r[j] > mx ? r[j] : mx;
       float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j <= i; ++j) {
-        r[j] = std::exp(r[j] - mx);
+        r[j] = expApprox(r[j] - mx);
         sum += r[j];
       }
       const float inv = 1.0f / sum;
@@ -275,7 +293,7 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
   const int ld = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::int64_t tt = static_cast<std::int64_t>(T) * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * heads * T * T))
   for (int bh = 0; bh < batch * heads; ++bh) {
     const int b = bh / heads, h = bh % heads;
     const float* base = qkv + static_cast<std::int64_t>(b) * T * ld;
@@ -291,6 +309,7 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
       const float* pr = p + static_cast<std::int64_t>(i) * T;
       float* dr = d + static_cast<std::int64_t>(i) * T;
       float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
       for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
       for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
       for (int j = i + 1; j < T; ++j) dr[j] = 0.0f;
@@ -304,7 +323,7 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
 void embeddingForward(float* x, const std::uint8_t* tokens, const float* wte, const float* wpe,
                       int batch, int T, int C) {
   const std::int64_t n = static_cast<std::int64_t>(batch) * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(n * C))
   for (std::int64_t i = 0; i < n; ++i) {
     const float* e = row(wte, tokens[i], C);
     const float* p = row(wpe, i % T, C);
@@ -317,7 +336,7 @@ void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uin
                        int batch, int T, int C) {
   // Threads split the columns, so rows that share a token add in sequence order on one thread:
   // no races and the same sum every run.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * T * C))
   for (int j0 = 0; j0 < C; j0 += 16) {
     const int j1 = std::min(C, j0 + 16);
     for (int t = 0; t < T; ++t) {
@@ -341,17 +360,19 @@ void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uin
 
 double crossEntropyForward(float* logits, float* rowLoss, const std::uint8_t* targets, int n,
                            int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * V))
   for (int i = 0; i < n; ++i) {
     float* l = row(logits, i, V);
     float mx = l[0];
-    for (int j = 1; j < V; ++j) mx = std::max(mx, l[j]);
+#pragma omp simd reduction(max : mx)
+    for (int j = 1; j < V; ++j) mx = l[j] > mx ? l[j] : mx;
     // -log p[target] from the shifted logit, not the log of the probability, which underflows
     // for confident wrong predictions.
     const float target = l[targets[i]] - mx;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < V; ++j) {
-      l[j] = std::exp(l[j] - mx);
+      l[j] = expApprox(l[j] - mx);
       sum += l[j];
     }
     rowLoss[i] = std::log(sum) - target;
@@ -365,7 +386,7 @@ double crossEntropyForward(float* logits, float* rowLoss, const std::uint8_t* ta
 
 void crossEntropyBackward(float* probs, const std::uint8_t* targets, int n, int V, double scale) {
   const float s = static_cast<float>(scale / n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(n) * V))
   for (int i = 0; i < n; ++i) {
     float* p = row(probs, i, V);
     p[targets[i]] -= 1.0f;

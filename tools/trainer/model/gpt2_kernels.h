@@ -12,6 +12,11 @@
 
 namespace zrt::trainer::kernels {
 
+// Below this many elements a pass runs on the calling thread alone: waking the pool costs more
+// than it saves, and much more on a machine shared with other work (a test's tiny model).
+inline constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
+inline bool worthThreads(std::int64_t elements) { return elements >= kParallelMinElements; }
+
 // BLAS runs single-threaded inside each call: the kernels parallelise products themselves, over
 // the same OpenMP threads as the element-wise loops (two thread pools on the same cores spin
 // against each other). Gpt2 calls this once at construction.
