@@ -1,0 +1,280 @@
+// zrt-train: the reference trainer. Trains a GPT-2 (model/gpt2.h) on a text file read as bytes,
+// data-parallel over every rank of MPI_COMM_WORLD, through the Engine with whatever ZeRO stage,
+// precision and optimizer the DeepSpeed config gives. The README's first command and the
+// project's end-to-end benchmark (docs/trainer.md).
+//   mpirun -np 2 zrt-train --config configs/stage2.json --steps 300
+// Exit status: 0 trained; 2 bad input found before training (flags, config, data file, a model
+// that does not fit the device), with a message naming the flag or file; 1 a failure during
+// training.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batches.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi_env.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/timing.h"
+#include "core/units.h"
+#include "model/gpt2.h"
+#include "options.h"
+#include "rank_mean.h"
+#include "runtime/engine.h"
+#include "step_log.h"
+#include "text_data.h"
+#include "threads.h"
+
+namespace {
+
+using namespace zrt;
+using namespace zrt::trainer;
+using Clock = std::chrono::steady_clock;
+
+// Everything a run holds, built before the first step so every input problem is found there.
+struct Run {
+  Options options;
+  std::unique_ptr<comm::MpiCommunicator> comm;
+  Config config;
+  TextData data;
+  Gpt2Shape shape;
+  std::string deviceSpec;
+  MemoryLedger ledger;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Gpt2> model;
+  std::ofstream jsonLog;
+  std::uint64_t parameters = 0;
+  int threads = 1;
+};
+
+// Warmup-and-decay schedules need the run's length; DeepSpeed's "auto" total is the trainer's
+// number of steps, which only the trainer knows.
+void fillSchedulerLength(Config& c, std::int64_t steps) {
+  const bool needsTotal = c.scheduler.type == SchedulerType::WarmupDecayLR ||
+                          c.scheduler.type == SchedulerType::WarmupCosineLR;
+  if (needsTotal && c.scheduler.total_num_steps == 0) c.scheduler.total_num_steps = steps;
+}
+
+// Thrown on a rank whose set-up went well when another rank's did not: that rank prints its own
+// error, and this one exits quietly with the same status.
+struct PeerSetUpFailed {};
+
+// Every rank learns whether any rank failed the set-up done since the last agreement, so a rank
+// that cannot read its file or open its log does not leave its peers waiting in the engine's
+// collectives (nor in MPI_Finalize) until the communication timeout.
+void agree(comm::Communicator& comm, const std::exception_ptr& failure) {
+  const double failed = meanOverRanks(comm, {failure ? 1.0 : 0.0})[0];
+  if (failure) std::rethrow_exception(failure);
+  if (failed > 0) throw PeerSetUpFailed{};
+}
+
+void setUp(Run& run) {
+  const Options& o = run.options;
+  run.comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  run.threads = setThreadsPerRank(MPI_COMM_WORLD);
+  // First what each rank reads alone: the config, the data, the log file, the device.
+  std::exception_ptr failure;
+  try {
+    run.config = loadConfig(o.config, run.comm->size());
+    fillSchedulerLength(run.config, o.steps);
+    run.shape = Gpt2Shape{o.layers, o.hidden, o.heads, o.seqLen, 256};
+    validate(run.shape);
+    run.data = loadText(o.data, o.seqLen);
+    run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config));
+    run.device = makeDevice(run.deviceSpec, run.ledger);
+    if (!o.jsonLog.empty() && run.comm->rank() == 0) {
+      run.jsonLog.open(o.jsonLog, std::ios::trunc);
+      if (!run.jsonLog) ZRT_THROW(InvalidArgument, "--json-log ", o.jsonLog, ": cannot open for writing");
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree(*run.comm, failure);
+
+  // The engine agrees on its own set-up (every rank throws if one failed).
+  EngineModel registration = gpt2Model(run.shape, o.seed);
+  for (const ModuleSpec& m : registration.modules)
+    for (const ParamSpec& p : m.params) run.parameters += numelOf(p);
+  run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
+  try {
+    run.model = std::make_unique<Gpt2>(
+        run.shape, Gpt2Options{o.activationCheckpointing, o.checkpointOffload}, *run.device,
+        static_cast<int>(run.config.train_micro_batch_size_per_gpu));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree(*run.comm, failure);
+}
+
+// A model too large for the device's capacity fails as OutOfMemory where it is allocated; the
+// engine reports its set-up failures on every rank as a PeerError quoting the device's message.
+bool outOfMemory(const std::exception& e) {
+  return dynamic_cast<const OutOfMemory*>(&e) != nullptr ||
+         std::string(e.what()).find("out of device memory") != std::string::npos;
+}
+
+void printBanner(const Run& run) {
+  const Config& c = run.config;
+  const auto tokens = c.train_batch_size * run.shape.seqLen;
+  std::printf("zrt-train: GPT-2 %d layers x %d wide, %d heads, T %d, vocab 256: %.3fM parameters, "
+              "%.3g model FLOPs per token\n",
+              run.shape.layers, run.shape.hidden, run.shape.heads, run.shape.seqLen,
+              static_cast<double>(run.parameters) / 1e6, run.model->flopsPerToken());
+  std::printf("data %s: %zu training and %zu validation bytes\n", run.data.path.c_str(),
+              run.data.trainBytes, run.data.bytes.size() - run.data.trainBytes);
+  std::printf("%d ranks, %d OpenMP threads per rank, ZeRO stage %d, %s, device %s; global batch %lld sequences (%lld tokens) = "
+              "micro-batch %lld x accumulation %lld x %d ranks\n",
+              c.world_size, run.threads, run.engine->stage(), std::string(nameOf(run.engine->precision())).c_str(),
+              run.deviceSpec.c_str(), static_cast<long long>(c.train_batch_size),
+              static_cast<long long>(tokens), static_cast<long long>(c.train_micro_batch_size_per_gpu),
+              static_cast<long long>(c.gradient_accumulation_steps), c.world_size);
+  std::fflush(stdout);
+}
+
+// Mean cross-entropy over `batches` global batches of the validation text, from step 0 of the
+// sample order, each rank evaluating its share: the same bytes whatever the world size.
+double validationLoss(Run& run, const BatchSplit& split, std::vector<std::uint8_t>& in,
+                std::vector<std::uint8_t>& target) {
+  EngineSource src(*run.engine);
+  const int T = run.shape.seqLen;
+  double sum = 0;
+  for (std::int64_t s = 0; s < run.options.evalBatches; ++s)
+    for (std::int64_t m = 0; m < split.accumulation; ++m) {
+      fillMicroBatch(run.data.validation(), T, split, s, m, run.comm->rank(), in.data(), target.data());
+      sum += run.model->loss(src, in.data(), target.data(), static_cast<int>(split.micro));
+    }
+  return meanOverRanks(*run.comm, {sum / static_cast<double>(run.options.evalBatches * split.accumulation)})[0];
+}
+
+void train(Run& run) {
+  const Options& o = run.options;
+  const Config& c = run.config;
+  const int rank = run.comm->rank();
+  const int T = run.shape.seqLen;
+  const BatchSplit split{c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps, c.world_size};
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(split.micro * T));
+  std::vector<std::uint8_t> target(in.size());
+  EngineSource src(*run.engine);
+  // A terminal gets one line rewritten in place; a log file or pipe gets a line per step.
+  const bool startedByMpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK") ||
+                               std::getenv("PMIX_RANK");
+  const bool terminal = rank == 0 && progressLine(o, isatty(STDOUT_FILENO), startedByMpirun);
+
+  const auto runStart = Clock::now();
+  double firstLoss = 0, lastLoss = 0;
+  std::optional<double> lastVal;
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    const auto t0 = Clock::now();
+    double loss = 0;
+    for (std::int64_t m = 0; m < split.accumulation; ++m) {
+      fillMicroBatch(run.data.train(), T, split, s, m, rank, in.data(), target.data());
+      run.engine->beginMicroStep();
+      loss += run.model->forwardBackward(src, in.data(), target.data(), static_cast<int>(split.micro),
+                                         run.engine->gradientSeed());
+      run.engine->endMicroStep();
+    }
+    const StepReport report = run.engine->step();
+    // Micro-batches are equal in size, so the mean of their means over micro-steps and ranks is
+    // the mean over every token of the global batch.
+    loss = meanOverRanks(*run.comm, {loss / static_cast<double>(split.accumulation)})[0];
+    const double stepSeconds = secondsSince(t0);
+
+    StepRecord r;
+    r.step = s + 1;
+    r.steps = o.steps;
+    r.loss = loss;
+    const bool evaluate = s + 1 == o.steps || (o.evalEvery > 0 && (s + 1) % o.evalEvery == 0);
+    if (evaluate) r.valLoss = lastVal = validationLoss(run, split, in, target);
+    r.tokensPerSecond = static_cast<double>(c.train_batch_size * T) / stepSeconds;
+    r.skipped = !report.taken;
+    r.lr = report.lr;
+    r.lossScale = report.lossScale;
+    r.gradNorm = report.gradNorm;
+    r.stepSeconds = stepSeconds;
+    r.computeSeconds = report.computeSeconds;
+    r.commSeconds = report.commSeconds;
+    r.optimizerSeconds = report.optimizerSeconds;
+    r.etaSeconds = secondsSince(runStart) / static_cast<double>(s + 1) * static_cast<double>(o.steps - s - 1);
+    if (s == 0) firstLoss = loss;
+    lastLoss = loss;
+    if (rank != 0) continue;
+    if (terminal) {
+      // \r and erase-to-end rewrite the progress line; a validation keeps its line on screen.
+      std::printf("\r\x1b[K%s%s", formatStepLine(r, true).c_str(), evaluate ? "\n" : "");
+    } else {
+      std::printf("%s\n", formatStepLine(r, false).c_str());
+    }
+    std::fflush(stdout);
+    if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
+  }
+  if (rank == 0) {
+    std::printf("trained %lld steps in %s: loss %.4f -> %.4f, validation loss %.4f\n",
+                static_cast<long long>(o.steps), formatDuration(secondsSince(runStart)).c_str(),
+                firstLoss, lastLoss, lastVal.value_or(0.0));
+    std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  comm::MpiEnvironment mpi(&argc, &argv);
+  const bool rank0 = mpi.rank() == 0;
+  Run run;
+  CLI::App app{"zrt-train: trains a GPT-2 on a text file through the ZRT Engine (docs/trainer.md)"};
+  addFlags(app, run.options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same argv; one message is enough.
+    if (!rank0) return e.get_exit_code() == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    checkOptions(run.options);
+  } catch (const std::exception& e) {
+    if (rank0) std::fprintf(stderr, "zrt-train: %s\n", e.what());
+    return 2;
+  }
+  try {
+    setUp(run);
+  } catch (const PeerSetUpFailed&) {
+    return 2;
+  } catch (const std::exception& e) {
+    // The engine's set-up errors are agreed: every rank holds the same message; one prints it.
+    if (dynamic_cast<const PeerError*>(&e) && !rank0) return 2;
+    if (outOfMemory(e))
+      std::fprintf(stderr,
+                   "zrt-train: the model does not fit device %s (its capacity is --device-mem or "
+                   "the config's zrt.host_device_memory; lower --layers, --hidden, --seq-len or the "
+                   "micro-batch, or use a higher ZeRO stage): %s\n",
+                   run.deviceSpec.c_str(), e.what());
+    else
+      std::fprintf(stderr, "zrt-train: %s\n", e.what());
+    return 2;
+  }
+  try {
+    if (rank0) printBanner(run);
+    train(run);
+  } catch (const std::exception& e) {
+    // A failure here may be this rank's alone, with its peers waiting in a collective: abort the
+    // job rather than wait in MPI_Finalize for ranks that will not arrive.
+    std::fprintf(stderr, "zrt-train: training failed: %s\n", e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  return 0;
+}

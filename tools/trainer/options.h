@@ -1,0 +1,59 @@
+// zrt-train's command line: the flags of issue 16 as plain data, how they are declared to CLI11,
+// and the checks that need more than one flag or that CLI11 cannot express. Batch sizes and the
+// learning rate are not flags: they come from the DeepSpeed config, as in DeepSpeed.
+// Thread-safety: plain data and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace zrt::trainer {
+
+struct Options {
+  std::string config;
+  std::string data = "/usr/share/common-licenses/GPL-3";
+  std::int64_t steps = 200;
+  int layers = 4;
+  int hidden = 256;
+  int heads = 4;
+  int seqLen = 128;
+  std::uint64_t seed = 1234;
+  std::int64_t evalEvery = 50;  // 0: validate only after the last step
+  std::int64_t evalBatches = 4;
+  std::int64_t saveEvery = 0;
+  std::string saveDir;
+  std::string resume;
+  std::string initFrom;
+  bool activationCheckpointing = false;
+  bool checkpointOffload = false;
+  std::string device;     // empty: the config's zrt.device
+  std::string deviceMem;  // empty: the config's zrt.host_device_memory
+  std::string jsonLog;
+  std::string progress = "auto";  // auto, on, off
+};
+
+// Declares every flag on `app`, bound to `o`.
+void addFlags(CLI::App& app, Options& o);
+
+// Throws InvalidArgument naming the flag for what CLI11's per-flag checks cannot see: a width
+// the heads do not divide, a checkpoint flag (the checkpoint API is issue 13 and not built yet),
+// --checkpoint-offload without --activation-checkpointing, an unknown --device, a --device-mem
+// that is not a size.
+void checkOptions(const Options& o);
+
+// The device spec for makeDevice(): --device and --device-mem over the config's `configSpec`
+// (zrt.device, zrt.host_device_memory). Throws InvalidArgument for a device the model cannot
+// run on.
+std::string deviceSpecFor(const Options& o, const std::string& configSpec);
+
+// Whether rank 0 rewrites one progress line in place (with ETA) instead of printing a line per
+// step. "auto": when stdout is a terminal and the process was not started by mpirun, because
+// Open MPI hands every rank a pseudo-terminal whatever mpirun's own stdout is, so a rank cannot
+// tell a terminal from a log file; scripts that know pass --progress on or off.
+bool progressLine(const Options& o, bool stdoutIsTerminal, bool startedByMpirun);
+
+}  // namespace zrt::trainer

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""zrt-train against PyTorch eager on the same GPT-2 shape, batch and threads, in one run.
+
+  /usr/bin/python3 tools/trainer/speed_vs_torch.py --trainer build/tools/trainer/zrt-train
+  ... --sharding    also stage 3 on 2 ranks against stage 0 on 1 rank (the cost of sharding)
+
+For each shape it prints tokens/s of a full training step (forward, backward, AdamW) of both,
+the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + attention, no
+recomputation) and each one's model FLOP rate as a fraction of the SGEMM rate measured here, in
+this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's libblas.so.3
+alternative). Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS
+selected its products run ~10x slower, so the script prints which one is selected and PyTorch is
+compared on OpenBLAS, as a user would run it (`update-alternatives --display
+libblas.so.3-x86_64-linux-gnu`). zrt-train links OpenBLAS directly.
+
+The PyTorch model below is GPT-2 written plainly (Hugging Face's layout: c_attn split q, k, v,
+GELU tanh, LayerNorm eps 1e-5, tied head), trained with torch.optim.AdamW as the config's.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {"4x256": (4, 256, 4, 128), "6x384": (6, 384, 6, 256)}  # layers, hidden, heads, T
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = torch.nn.LayerNorm(c, eps=1e-5)
+        self.c_attn = torch.nn.Linear(c, 3 * c)
+        self.c_proj = torch.nn.Linear(c, c)
+        self.ln_2 = torch.nn.LayerNorm(c, eps=1e-5)
+        self.c_fc = torch.nn.Linear(c, 4 * c)
+        self.mlp_proj = torch.nn.Linear(4 * c, c)
+
+    def forward(self, x, mask):
+        b, t, c = x.shape
+        h = self.heads
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (y.view(b, t, h, c // h).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
+        att = att.masked_fill(mask[:t, :t], float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt2(torch.nn.Module):
+    def __init__(self, layers, c, heads, t):
+        super().__init__()
+        self.wte = torch.nn.Embedding(256, c)
+        self.wpe = torch.nn.Embedding(t, c)
+        self.h = torch.nn.ModuleList(Block(c, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(c, eps=1e-5)
+        self.register_buffer("mask", torch.triu(torch.ones(t, t, dtype=torch.bool), 1))
+        for p in self.parameters():
+            if p.dim() == 2:
+                torch.nn.init.normal_(p, 0, 0.02)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x, self.mask)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, 256), targets.reshape(-1))
+
+
+def sgemm_rate(threads, n=2048, reps=5):
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = min(timed(lambda: torch.mm(a, b)) for _ in range(reps))
+    return 2 * n**3 / best
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def torch_tokens_per_s(shape, batch, threads, steps, data):
+    layers, c, heads, t = shape
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = Gpt2(layers, c, heads, t)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.01)
+    times = []
+    for s in range(steps + 2):  # two warm-up steps, not counted
+        starts = [((s * batch + j) * t) % (len(data) - t - 1) for j in range(batch)]
+        x = torch.tensor([list(data[i:i + t]) for i in starts])
+        y = torch.tensor([list(data[i + 1:i + t + 1]) for i in starts])
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            model(x, y).backward()
+            opt.step()
+        dt = timed(step)
+        if s >= 2:
+            times.append(dt)
+    return batch * t / statistics.median(times)
+
+
+def write_config(path, stage, batch, micro):
+    cfg = {
+        "train_batch_size": batch,
+        "train_micro_batch_size_per_gpu": micro,
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.01}},
+        "zero_optimization": {"stage": stage},
+        "zrt": {"device": "host", "host_device_memory": "8G"},
+    }
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+
+
+def zrt_run(a, shape, stage, ranks, batch, threads, work):
+    """tokens/s (median over timed steps) and FLOPs per token, or an error message."""
+    layers, c, heads, t = shape
+    config = os.path.join(work, f"stage{stage}_np{ranks}.json")
+    write_config(config, stage, batch, batch // ranks)
+    log = os.path.join(work, f"log_stage{stage}_np{ranks}.jsonl")
+    cmd = a.mpirun + ["-np", str(ranks), "-x", f"OMP_NUM_THREADS={threads}", a.trainer,
+                      "--config", config, "--steps", str(a.steps + 2), "--layers", str(layers),
+                      "--hidden", str(c), "--heads", str(heads), "--seq-len", str(t),
+                      "--eval-every", "0", "--eval-batches", "1", "--json-log", log,
+                      "--progress", "off", "--data", a.data]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        lines = [l for l in (p.stdout + p.stderr).splitlines() if "zrt-train" in l]
+        return None, None, (lines[0] if lines else f"exit {p.returncode}")
+    flops = float(re.search(r"([0-9.e+]+) model FLOPs per token", p.stdout).group(1))
+    with open(log) as f:
+        rows = [json.loads(l) for l in f]
+    return statistics.median(r["tokens_per_s"] for r in rows[2:]), flops, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--shapes", default="4x256,6x384")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--steps", type=int, default=5, help="timed steps (after 2 warm-up steps)")
+    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--sharding", action="store_true",
+                    help="also stage 3 on 2 ranks against stage 0 on 1 rank")
+    ap.add_argument("--mpirun", default="mpirun --oversubscribe --bind-to none" +
+                    (" --allow-run-as-root" if os.getuid() == 0 else ""))
+    a = ap.parse_args()
+    a.mpirun = a.mpirun.split()
+    blas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    print(f"torch {torch.__version__} eager, libblas.so.3 -> {blas}"
+          f"{'' if 'openblas' in blas else '  (NOT OpenBLAS: torch products run on the reference BLAS)'}")
+    print(f"threads {a.threads}, batch {a.batch} sequences, median of {a.steps} steps after 2 warm-up; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    with open(a.data, "rb") as f:
+        data = f.read()
+    data = data[:len(data) * 9 // 10]
+    rate = sgemm_rate(a.threads)
+    print(f"SGEMM (torch.mm 2048^3, {a.threads} threads): {rate / 1e9:.1f} GFLOP/s")
+    print(f"{'shape':<14} {'FLOPs/token':>12} {'torch tok/s':>12} {'zrt tok/s':>10} {'zrt/torch':>9} "
+          f"{'torch/SGEMM':>11} {'zrt/SGEMM':>9}")
+    failed = False
+    with tempfile.TemporaryDirectory() as work:
+        for name in a.shapes.split(","):
+            shape = SHAPES[name]
+            label = f"{name} T{shape[3]}"
+            zrt, flops, err = zrt_run(a, shape, 0, 1, a.batch, a.threads, work)
+            if err:
+                print(f"{label:<14} zrt-train failed: {err}")
+                failed = True
+                continue
+            th = torch_tokens_per_s(shape, a.batch, a.threads, a.steps, data)
+            print(f"{label:<14} {flops:12.3g} {th:12.0f} {zrt:10.0f} {zrt / th:9.2f} "
+                  f"{th * flops / rate:11.2f} {zrt * flops / rate:9.2f}")
+            if a.sharding:
+                # Each of 2 ranks gets half the threads, so the node's cores are the same.
+                z3, _, err = zrt_run(a, shape, 3, 2, a.batch, max(1, a.threads // 2), work)
+                if err:
+                    print(f"{'':<14} stage 3 on 2 ranks: not run: {err}")
+                else:
+                    print(f"{'':<14} stage 3 on 2 ranks {z3:.0f} tok/s = {z3 / zrt:.2f} x stage 0 on 1 rank")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
