@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/demo.sh [BUILD_DIR] — the main job on an already built tree: zrt-train, the reference
-# trainer, teaches a GPT-2 the GPL's text on 2 ranks under ZeRO stage 2 (the highest stage the
-# Engine runs today) and the loss falls from ln 256 = 5.5 to below 3; then each tool on small
-# sizes. Sized to finish in a few minutes on a 2-core machine.
+# trainer, teaches a GPT-2 the GPL's text on 2 ranks under ZeRO stage 3 with the optimizer state
+# on NVMe (swap files under /tmp/zrt-train-nvme, configs/stage3_nvme_offload.json) and the loss
+# falls from ln 256 = 5.5 to below 3; then each tool on small sizes. Sized to finish in a few
+# minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -17,12 +18,16 @@ progress=off
 
 step() { printf '\n==== %s\n' "$*"; }
 
-step "zrt-train: GPT-2 (4 layers x 128, T 64) on /usr/share/common-licenses/GPL-3, 2 ranks, ZeRO stage 2"
-mpirun -np 2 "${mpi_flags[@]}" "$build/tools/trainer/zrt-train" --config configs/stage2.json \
+step "zrt-train: GPT-2 (4 layers x 128, T 64) on /usr/share/common-licenses/GPL-3, 2 ranks, ZeRO stage 3, optimizer on NVMe"
+mkdir -p /tmp/zrt-train-nvme  # the config's nvme_path; each rank's swap directory goes inside and is removed at exit
+mpirun -np 2 "${mpi_flags[@]}" "$build/tools/trainer/zrt-train" --config configs/stage3_nvme_offload.json \
   --steps 300 --layers 4 --hidden 128 --heads 4 --seq-len 64 --eval-every 50 --progress "$progress"
 
 step "zrt-engine-bench: one Engine step per ZeRO stage on 2 ranks, with and without communication"
-mpirun -np 2 "${mpi_flags[@]}" "$build/tools/engine-bench/zrt-engine-bench" --params 2e7 --steps 2
+mpirun -np 2 "${mpi_flags[@]}" "$build/tools/engine-bench/zrt-engine-bench" --params 2e7 --steps 2 --max-live 5e6
+
+step "zrt-offload-bench: the NVMe optimizer step against its I/O alone and CPU Adam alone"
+"$build/tools/offload-bench/zrt-offload-bench" --params 16M --sub-group 2M --nvme-path "$work"
 
 step "zrt-config: DeepSpeed's ZeRO-3 NVMe example, resolved for 2 ranks"
 "$build/tools/config/zrt-config" configs/zero3-nvme.json --world-size 2 | sed -n '/^ZRT config/,$p'
