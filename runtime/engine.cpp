@@ -834,6 +834,7 @@ struct CheckpointAccess {
     v.stage = e.stage;
     v.dtype = e.dtype;
     v.states = e.states.get();
+    v.io = e.io.get();
     for (const ParamInfo& p : e.params)
       v.params.push_back({e.moduleName(p.module), p.spec->name, p.spec->shape, p.spec->trainable, p.spec->group,
                           p.offset, p.numel});

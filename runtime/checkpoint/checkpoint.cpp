@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/shard.h"
+#include "offload/aligned_buffer.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/fault_injection.h"
 #include "runtime/checkpoint/file_io.h"
@@ -34,6 +36,7 @@ struct LocalState {
   bool trainableBuffer = true;
   DType dtype = DType::F32;
   char* data = nullptr;
+  const offload::SwapFile* swap = nullptr;  // instead of data: the state's swap file on NVMe
   std::uint64_t numel = 0;  // the buffer's unpadded length
   std::uint64_t holdBegin = 0;
   std::uint64_t holdCount = 0;
@@ -45,7 +48,7 @@ std::vector<LocalState> localStates(const EngineView& v) {
   const FlatLayout& f = s.frozenLayout();
   std::vector<LocalState> out;
   auto params = [&](const char* name, bool trainable, const StateBuffer& b, const FlatLayout& l) {
-    LocalState x{name, trainable, v.dtype, static_cast<char*>(b.data()), l.numel, 0, l.numel};
+    LocalState x{name, trainable, v.dtype, static_cast<char*>(b.data()), nullptr, l.numel, 0, l.numel};
     if (v.stage >= 3) {
       x.holdBegin = l.shard.begin;
       x.holdCount = l.shard.valid;
@@ -56,15 +59,44 @@ std::vector<LocalState> localStates(const EngineView& v) {
   params("frozen_params", false, s.frozenParameters(), f);
   // Master weights and moments are always the layout's shard (all of it at stage 0).
   auto shard = [&](const std::string& name, const StateBuffer& b) {
-    out.push_back({name, true, DType::F32, static_cast<char*>(b.data()), t.numel, t.shard.begin, t.shard.valid});
+    out.push_back({name, true, DType::F32, static_cast<char*>(b.data()), b.swapFile(), t.numel, t.shard.begin,
+                   t.shard.valid});
   };
   if (s.masterWeights()) shard("master", s.masterWeights());
   ZRT_ENFORCE_EQ(v.momentNames.size(), s.moments().size());
   for (std::size_t i = 0; i < s.moments().size(); ++i) shard(v.momentNames[i], s.moments()[i]);
   for (const LocalState& x : out)
-    ZRT_ENFORCE(x.holdCount == 0 || x.data, "checkpoint: state '", x.name,
-                "' has no host memory on this rank (offloaded to NVMe? not supported yet, issue 17)");
+    ZRT_ENFORCE(x.holdCount == 0 || x.data || (x.swap && v.io), "checkpoint: state '", x.name,
+                "' has neither memory nor a swap file on this rank");
   return out;
+}
+
+// Swap files are read and written through the engine's I/O engine in chunks of this many bytes
+// (a multiple of 4 KiB, so every chunk's offset suits O_DIRECT).
+constexpr std::uint64_t kSwapChunk = 8 << 20;
+
+// Elements [first, first + count) of a state held in a swap file (first counted from what the
+// rank holds, and a multiple of 1024: the file's offsets stay 4 KiB-aligned), a chunk at a
+// time: read(chunk values) for save, or write after fill(chunk) for load.
+template <class Fn>
+void forSwapChunks(const EngineView& v, const LocalState& s, std::uint64_t first, std::uint64_t count, bool load,
+                   Fn&& fn) {
+  const std::size_t es = dtypeSize(s.dtype);
+  ZRT_ENFORCE((first * es) % 4096 == 0, "checkpoint: swap-file slice of '", s.name, "' at element ", first,
+              " is not 4 KiB-aligned");
+  offload::AlignedBuffer chunk(kSwapChunk);
+  const std::uint64_t per = kSwapChunk / es;
+  for (std::uint64_t done = 0; done < count; done += per) {
+    const std::uint64_t n = std::min(per, count - done);
+    const std::uint64_t offset = (first + done) * es;
+    if (load) {
+      fn(chunk.data(), done, n);
+      v.io->writeSync(s.swap->file(), offset, chunk.data(), n * es);
+    } else {
+      v.io->readSync(s.swap->file(), offset, chunk.data(), n * es);
+      fn(chunk.data(), done, n);
+    }
+  }
 }
 
 std::string fileName(const std::string& state, int rank) {
@@ -96,7 +128,26 @@ std::vector<ManifestFile> writeShardFiles(const EngineView& v, const std::string
     ZRT_ENFORCE(mine.begin >= s.holdBegin && mine.begin + mine.valid <= s.holdBegin + s.holdCount,
                 "checkpoint: rank ", v.rank, " does not hold its slice of '", s.name, "'");
     const std::size_t es = dtypeSize(s.dtype);
-    ManifestFile f = writeFile(dir, fileName(s.name, v.rank), s.data + (mine.begin - s.holdBegin) * es, mine.valid * es);
+    ManifestFile f;
+    if (s.data) {
+      f = writeFile(dir, fileName(s.name, v.rank), s.data + (mine.begin - s.holdBegin) * es, mine.valid * es);
+    } else {  // on NVMe: file to file, a chunk at a time, hashed as it goes
+      f.path = fileName(s.name, v.rank);
+      f.bytes = mine.valid * es;
+      File file = File::createExclusive(joinPath(dir, f.path));
+      XXH3_state_t* hash = XXH3_createState();
+      ZRT_ENFORCE(hash != nullptr, "checkpoint: out of memory for a hash state");
+      std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> owner(hash, &XXH3_freeState);
+      XXH3_64bits_reset(hash);
+      forSwapChunks(v, s, mine.begin - s.holdBegin, mine.valid, /*load=*/false,
+                    [&](const std::byte* chunk, std::uint64_t, std::uint64_t n) {
+                      file.writeAll(chunk, n * es);
+                      XXH3_64bits_update(hash, chunk, n * es);
+                    });
+      file.sync();
+      file.close();
+      f.xxh3 = XXH3_64bits_digest(hash);
+    }
     f.state = s.name;
     f.rank = v.rank;
     f.begin = mine.begin;
@@ -182,6 +233,13 @@ void fillWeights(const EngineView& v, const WeightSource& src) {
   const LocalState* master = nullptr;
   for (const LocalState& s : states)
     if (s.name == "master") master = &s;
+  // A master on NVMe is filled in memory (weights-only loading happens once) and then written.
+  std::vector<float> swapped;
+  float* masterBase = master ? reinterpret_cast<float*>(master->data) : nullptr;
+  if (master && !master->data) {
+    swapped.assign(master->holdCount, 0.0f);
+    masterBase = swapped.data();
+  }
   for (const EngineView::Param& p : v.params) {
     const LocalState& s = p.trainable ? *trainable : *frozen;
     const auto [lo, hi] = overlap(p.offset, p.numel, s.holdBegin, s.holdCount);
@@ -189,8 +247,12 @@ void fillWeights(const EngineView& v, const WeightSource& src) {
     if (!p.trainable || !master) continue;
     const auto [mlo, mhi] = overlap(p.offset, p.numel, master->holdBegin, master->holdCount);
     if (mhi > mlo)
-      src.master(p, mlo - p.offset, mhi - mlo, reinterpret_cast<float*>(master->data) + (mlo - master->holdBegin));
+      src.master(p, mlo - p.offset, mhi - mlo, masterBase + (mlo - master->holdBegin));
   }
+  if (!swapped.empty())
+    forSwapChunks(v, *master, 0, master->holdCount, /*load=*/true, [&](std::byte* chunk, std::uint64_t at, std::uint64_t n) {
+      std::memcpy(chunk, swapped.data() + at, n * sizeof(float));
+    });
 }
 
 struct NamedShape {
@@ -382,8 +444,16 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
   });
 
   runAgreed(comm, "checkpoint: loading " + reader->dir() + " failed part-way (the engine's state is now mixed; load again):", [&] {
-    for (const LocalState& s : localStates(v))
-      if (s.holdCount) reader->read(s.name, s.holdBegin, s.holdCount, s.dtype, s.data);
+    for (const LocalState& s : localStates(v)) {
+      if (!s.holdCount) continue;
+      if (s.data) {
+        reader->read(s.name, s.holdBegin, s.holdCount, s.dtype, s.data);
+      } else {
+        forSwapChunks(v, s, 0, s.holdCount, /*load=*/true, [&](std::byte* chunk, std::uint64_t at, std::uint64_t n) {
+          reader->read(s.name, s.holdBegin + at, n, s.dtype, chunk);
+        });
+      }
+    }
   });
   v.scaler->restore(scaler);
   *v.attempted = attempted;

@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "core/dtype.h"
+#include "offload/offload_engine.h"
 #include "partition/model_states.h"
 #include "runtime/loss_scaler.h"
 
@@ -34,6 +35,9 @@ struct EngineView {
   int stage = 0;
   DType dtype = DType::F32;
   const ModelStates* states = nullptr;
+  // The engine's I/O engine when states live in swap files on NVMe (offload_optimizer nvme):
+  // those are copied file to file through it, a chunk at a time.
+  offload::OffloadEngine* io = nullptr;
   std::vector<Param> params;
   std::string optimizer;                 // "adam", "adamw", "sgd"
   std::vector<std::string> momentNames;  // one per states->moments()

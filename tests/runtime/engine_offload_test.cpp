@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/string_gather.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -63,8 +64,8 @@ std::string config(int stage, int world, int accum, DType dtype, const std::stri
                      R"(, "reduce_bucket_size": 2000, "sub_group_size": 1024)", offload, "}}");
 }
 
-std::vector<std::vector<float>> train(Engine& engine, comm::Communicator& comm) {
-  for (int s = 0; s < kSteps; ++s) {
+std::vector<std::vector<float>> train(Engine& engine, comm::Communicator& comm, int steps = kSteps) {
+  for (int s = 0; s < steps; ++s) {
     for (int m = 0; m < engine.accumulationSteps(); ++m) {
       engine.beginMicroStep();
       for (std::size_t mod = engine.numModules(); mod-- > 0;) {
@@ -226,4 +227,30 @@ TEST_CASE("an I/O error during the NVMe optimizer step names the file on every r
   for (std::size_t mod = 0; mod < engine.numModules(); ++mod)
     for (std::size_t p = 0; p < 2; ++p) after.push_back(engine.parameterValues(mod, p));
   CHECK(after == before);
+}
+
+TEST_CASE("a checkpoint of NVMe-offloaded state resumes exactly, with or without offload") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  ScratchDir scratch;  // this rank's; the checkpoint goes in rank 0's, shared by path below
+  std::string dir = scratch.path.string() + "/ckpt";
+  dir = comm::allGatherStrings(comm, comm.rank() == 0 ? dir : std::string())[0];
+  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
+                                       scratch.path.string(), R"("], "buffer_count": 2})");
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  std::vector<std::vector<float>> straight;
+  {
+    Engine engine(parseConfig(config(3, world, 1, DType::BF16, nvme), "nvme", world), *device, comm, syntheticModel());
+    train(engine, comm, 3);
+    engine.save(dir, "step3");  // master and moments copied file to file from the swap files
+    straight = train(engine, comm, 3);
+  }
+  for (const std::string& offload : {nvme, std::string()}) {
+    CAPTURE(offload);
+    Engine engine(parseConfig(config(3, world, 1, DType::BF16, offload), "resumed", world), *device, comm,
+                  syntheticModel());
+    engine.load(dir, "step3");
+    CHECK(train(engine, comm, 3) == straight);
+  }
 }
