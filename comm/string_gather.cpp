@@ -23,7 +23,6 @@ std::vector<std::string> allGatherStrings(Communicator& comm, const std::string&
   std::vector<std::string> out(world);
   for (std::size_t r = 0; r < world; ++r)
     out[r].assign(recv.data() + r * words * 4, std::min<std::uint64_t>(lens[r], words * 4));
-  out[static_cast<std::size_t>(comm.rank())] = mine;
   return out;
 }
 

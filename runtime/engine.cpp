@@ -90,7 +90,8 @@ void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
 // collective.
 template <class ErrorType>
 void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, const std::string& what) {
-  const std::vector<std::string> all = comm::allGatherStrings(comm, mine);
+  std::vector<std::string> all = comm::allGatherStrings(comm, mine);
+  all[static_cast<std::size_t>(comm.rank())] = mine;  // heard even through a silent backend
   std::string report;
   for (std::size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
