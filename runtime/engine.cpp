@@ -683,6 +683,10 @@ void Engine::Impl::stepWindow(double gradScale, std::uint64_t begin, std::uint64
   // device shard, or, offloaded, over the host shard's consumed gradients for the copy back.
   void* copy = master ? (optimizerOffloaded() ? hostShard() : paramShard()) + begin * es : nullptr;
   const OptimizerConfig& oc = config.optimizer;
+  // While the swapper streams sub-groups, a core is left to the I/O threads: an optimizer on
+  // every core starves the completions it waits for (zrt-offload-bench --threads shows it).
+  optim::StepOptions stepOptions;
+  if (swapper) stepOptions.threads = OptimizerSwapper::optimizerThreads();
   // What changes with the step and the group, the same for every optimizer.
   auto perStep = [&](auto& h, int group) {
     h.lr = groupLr(group, taken);
@@ -704,7 +708,7 @@ void Engine::Impl::stepWindow(double gradScale, std::uint64_t begin, std::uint64
       h.dampening = oc.dampening;
       h.nesterov = oc.nesterov;
       optim::SgdState s{param, moment0, grads, gradType, copy, dtype, count};
-      optim::sgdStep(h, s, lo - begin, hi - lo);
+      optim::sgdStep(h, s, lo - begin, hi - lo, stepOptions);
     } else {
       optim::AdamHyper h;
       perStep(h, g);
@@ -713,7 +717,7 @@ void Engine::Impl::stepWindow(double gradScale, std::uint64_t begin, std::uint64
       h.eps = oc.eps;
       h.decoupledWeightDecay = oc.adam_w_mode;
       optim::AdamState s{param, moment0, moment1, grads, gradType, copy, dtype, count};
-      optim::adamStep(h, s, lo - begin, hi - lo);
+      optim::adamStep(h, s, lo - begin, hi - lo, stepOptions);
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -38,6 +39,11 @@ OptimizerSwapper::OptimizerSwapper(offload::OffloadEngine& io, offload::PinnedBu
 
 void OptimizerSwapper::forEach(const std::function<void(const Window&)>& update) { run(update, true); }
 void OptimizerSwapper::fill(const std::function<void(const Window&)>& fill) { run(fill, false); }
+
+int OptimizerSwapper::optimizerThreads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 1 ? static_cast<int>(cores) - 1 : 1;
+}
 
 OptimizerSwapper::Stats OptimizerSwapper::takeStats() { return std::exchange(stats_, {}); }
 

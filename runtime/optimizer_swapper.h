@@ -66,6 +66,9 @@ class OptimizerSwapper {
   void fill(const std::function<void(const Window&)>& fill);
 
   std::size_t subGroups() const { return groups_; }
+  // Threads the CPU optimizer should use while the swapper runs: all cores but one, left to the
+  // I/O engine's threads (at least one).
+  static int optimizerThreads();
   Stats takeStats();
 
  private:

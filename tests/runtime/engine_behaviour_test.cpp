@@ -44,15 +44,6 @@ std::string config(int stage, const std::string& precision, int world, const std
                      R"(, "reduce_bucket_size": 50)", zeroExtra, "}}");
 }
 
-std::string messageOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("each rank holds exactly the ZeRO formulas' model-state bytes, as zrt-plan predicts") {
@@ -175,7 +166,7 @@ TEST_CASE("a config the engine cannot run is refused on every rank before anythi
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  const std::string msg = messageOf([&] {
+  const std::string msg = test::messageOf([&] {
     Engine e(parseConfig(config(3, "", world, "", R"(, "offload_param": {"device": "nvme", "nvme_path": ["/tmp"]})"),
                          "offload.json", world),
              *device, comm, test::testModel());
@@ -183,14 +174,14 @@ TEST_CASE("a config the engine cannot run is refused on every rank before anythi
   CHECK(msg.find("offload") != std::string::npos);
   CHECK(msg.find("offload.json") != std::string::npos);
   // A config resolved for another world size.
-  const std::string other = messageOf([&] {
+  const std::string other = test::messageOf([&] {
     Engine e(parseConfig(config(1, "", world + 1), "w.json", world + 1), *device, comm, test::testModel());
   });
   CHECK(other.find("communicator has") != std::string::npos);
   // A parameter registered in another dtype than the config's precision (on every rank).
   EngineModel model = test::testModel();
   model.modules[2].params[0].dtype = DType::F16;
-  const std::string dt = messageOf(
+  const std::string dt = test::messageOf(
       [&] { Engine e(parseConfig(config(1, R"("bf16": {"enabled": true},)", world), "d.json", world), *device, comm, model); });
   CAPTURE(dt);
   CHECK(dt.find("'layer2/weight' is registered as fp16 but d.json trains in bf16") != std::string::npos);
@@ -204,7 +195,7 @@ TEST_CASE("registrations that differ name the first differing parameter and the 
   auto device = makeDevice("host:64M", ledger);
   EngineModel model = test::testModel();
   if (rank == 1) model.modules[1].params[0].shape = {test::kWidth, test::kWidth + 1};
-  const std::string msg = messageOf(
+  const std::string msg = test::messageOf(
       [&] { Engine e(parseConfig(config(1, "", world), "r.json", world), *device, comm, model); });
   CAPTURE(msg);
   CHECK(msg.find("first difference at parameter #3") != std::string::npos);
@@ -225,7 +216,7 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
       Engine engine(c, *device, comm, test::testModel());
       test::TrainHooks never;
       never.report = [&](int, int, int layer) { return !(layer == 1 && comm.rank() == world - 1); };
-      const std::string msg = messageOf([&] { test::train(engine, comm, 1, 2, never); });
+      const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, 2, never); });
       CAPTURE(msg);
       CHECK(msg.find("rank " + std::to_string(world - 1) + ": module 'layer1' never reported") !=
             std::string::npos);
@@ -236,7 +227,7 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
       twice.beforeDone = [&](int, int, int layer, TensorRef&) {
         if (layer == 2 && comm.rank() == 0) engine.backwardDone(2);
       };
-      const std::string msg = messageOf([&] { test::train(engine, comm, 1, 2, twice); });
+      const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, 2, twice); });
       CAPTURE(msg);
       CHECK(msg.find("rank 0: module 'layer2' reported its gradients twice") != std::string::npos);
     }

@@ -55,6 +55,12 @@ struct ScratchDir {
   ~ScratchDir() { std::filesystem::remove_all(path); }
 };
 
+// The zero_optimization keys that put the optimizer state in swap files under `dir`.
+std::string nvmeOffload(const std::filesystem::path& dir, int bufferCount = 4) {
+  return detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")", dir.string(),
+                     R"("], "buffer_count": )", bufferCount, "}");
+}
+
 std::string config(int stage, int world, int accum, DType dtype, const std::string& offload) {
   std::string precision;
   if (dtype == DType::BF16) precision = R"("bf16": {"enabled": true},)";
@@ -97,8 +103,7 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   ScratchDir scratch;
-  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
-                                       scratch.path.string(), R"("], "buffer_count": 3})");
+  const std::string nvme = nvmeOffload(scratch.path, 3);
   int compared = 0;
   for (DType dtype : {DType::F32, DType::BF16}) {
     for (int accum : {1, 3}) {
@@ -152,8 +157,7 @@ TEST_CASE("NVMe state is charged once, at its size, and its swap files are in th
   ScratchDir scratch;
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
-                                       scratch.path.string(), R"("]})");
+  const std::string nvme = nvmeOffload(scratch.path);
   Engine engine(parseConfig(config(3, world, 1, DType::BF16, nvme), "nvme", world), *device, comm, syntheticModel());
   // Ψ = 4·(50·60 + 60) = 12240, padded to a multiple of 32·N: master, m and v of the shard.
   const std::uint64_t shard = (12240 + 32 * world - 1) / (32 * world) * 32;
@@ -169,8 +173,7 @@ TEST_CASE("a device too small for stage 3 trains with the optimizer on NVMe") {
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   ScratchDir scratch;
-  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
-                                       scratch.path.string(), R"("]})");
+  const std::string nvme = nvmeOffload(scratch.path);
   std::uint64_t offloadedPeak = 0;
   {
     MemoryLedger ledger;
@@ -200,8 +203,7 @@ TEST_CASE("an I/O error during the NVMe optimizer step names the file on every r
   ScratchDir scratch;
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
-                                       scratch.path.string(), R"("], "buffer_count": 2})");
+  const std::string nvme = nvmeOffload(scratch.path, 2);
   // Rank 0's engine fails its 5th transfer after the initial writes: a read of the first step.
   // (Initialisation writes every sub-group of each state once: sub-groups x 3 transfers.)
   const std::uint64_t shard = (12240 + 32 * world - 1) / (32 * world) * 32;
@@ -235,8 +237,7 @@ TEST_CASE("a checkpoint of NVMe-offloaded state resumes exactly, with or without
   ScratchDir scratch;  // this rank's; the checkpoint goes in rank 0's, shared by path below
   std::string dir = scratch.path.string() + "/ckpt";
   dir = comm::allGatherStrings(comm, comm.rank() == 0 ? dir : std::string())[0];
-  const std::string nvme = detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")",
-                                       scratch.path.string(), R"("], "buffer_count": 2})");
+  const std::string nvme = nvmeOffload(scratch.path, 2);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
   std::vector<std::vector<float>> straight;

@@ -40,15 +40,6 @@ std::string config(int stage, int world, const std::string& zero) {
                      R"(, "reduce_bucket_size": 50, "stage3_param_persistence_threshold": 10)", zero, "}}");
 }
 
-std::string messageOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::uint64_t devicePeak(int stage, comm::Communicator& comm, const std::string& zero) {
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
@@ -180,7 +171,7 @@ TEST_CASE("ranks that fetch different modules stop with a message naming them, n
   hooks.forwardOrder = [&](int) {
     return comm.rank() == world - 1 ? std::vector<int>{1, 0, 2} : std::vector<int>{0, 1, 2};
   };
-  const std::string msg = messageOf([&] { test::train(engine, comm, 1, kMicro, hooks); });
+  const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, kMicro, hooks); });
   CAPTURE(msg);
   CHECK(msg.find("ranks fetch different modules at fetch #0") != std::string::npos);
   CHECK(msg.find("rank 0: 'layer0'") != std::string::npos);

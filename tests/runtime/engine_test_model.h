@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <random>
 #include <stdexcept>
@@ -103,6 +104,16 @@ inline double forwardBackward(const std::vector<LayerParams>& p, const std::vect
     }
   }
   return loss;
+}
+
+// What `fn` throws, or "" when it returns.
+inline std::string messageOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Hooks for tests that interfere with a micro-step (inject an inf, skip a module).
