@@ -3,6 +3,8 @@
 // precision and optimizer the DeepSpeed config gives. The README's first command and the
 // project's end-to-end benchmark (docs/trainer.md).
 //   mpirun -np 2 zrt-train --config configs/stage2.json --steps 300
+// Checkpoints: --save-dir/--save-every save through Engine::save, --resume continues from the
+// latest one (the same losses as a run that never stopped), --init-from takes weights only.
 // Exit status: 0 trained; 2 bad input found before training (flags, config, data file, a model
 // that does not fit the device), with a message naming the flag or file; 1 a failure during
 // training.
@@ -16,10 +18,12 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "batches.h"
+#include "checkpoints.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "core/config/config.h"
@@ -27,6 +31,7 @@
 #include "core/error.h"
 #include "core/timing.h"
 #include "core/units.h"
+#include "hf_weights.h"
 #include "model/gpt2.h"
 #include "options.h"
 #include "rank_mean.h"
@@ -56,6 +61,8 @@ struct Run {
   std::ofstream jsonLog;
   std::uint64_t parameters = 0;
   int threads = 1;
+  std::optional<ResumePoint> resumeFrom;
+  std::int64_t startStep = 0;  // steps done before this process: the checkpoint's, else 0
 };
 
 // Warmup-and-decay schedules need the run's length; DeepSpeed's "auto" total is the trainer's
@@ -70,6 +77,12 @@ void fillSchedulerLength(Config& c, std::int64_t steps) {
 // error, and this one exits quietly with the same status.
 struct PeerSetUpFailed {};
 
+// An error every rank holds with the same message (the Engine's collective checkpoint calls
+// agree on their outcome): rank 0 prints it and every rank exits 2.
+struct AgreedSetUpError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Every rank learns whether any rank failed the set-up done since the last agreement, so a rank
 // that cannot read its file or open its log does not leave its peers waiting in the engine's
 // collectives (nor in MPI_Finalize) until the communication timeout.
@@ -77,6 +90,38 @@ void agree(comm::Communicator& comm, const std::exception_ptr& failure) {
   const double failed = meanOverRanks(comm, {failure ? 1.0 : 0.0})[0];
   if (failure) std::rethrow_exception(failure);
   if (failed > 0) throw PeerSetUpFailed{};
+}
+
+// --resume or --init-from, once the engine exists. The Engine's calls are collective and agree:
+// every rank throws the same message, which names every difference from the model.
+void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
+  const Options& o = run.options;
+  if (run.resumeFrom) {
+    const std::string dir = resumeDirectory(o);
+    try {
+      run.engine->load(dir, run.resumeFrom->tag);
+    } catch (const std::exception& e) {
+      throw AgreedSetUpError("--resume " + dir + ": " + e.what());
+    }
+    return;
+  }
+  if (o.initFrom.empty()) return;
+  // Each rank renames into its own temporary copy (its $TMPDIR need not be shared); a rank that
+  // cannot must not leave the others waiting in loadWeights.
+  std::unique_ptr<WeightsForEngine> weights;
+  std::exception_ptr failure;
+  try {
+    weights = std::make_unique<WeightsForEngine>(o.initFrom, names);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree(*run.comm, failure);
+  try {
+    run.engine->loadWeights(weights->path());
+  } catch (const std::exception& e) {
+    throw AgreedSetUpError("--init-from " + o.initFrom + (weights->renamed() ? " (renamed to the engine's names)" : "") +
+                           ": " + e.what());
+  }
 }
 
 void setUp(Run& run) {
@@ -93,6 +138,12 @@ void setUp(Run& run) {
     run.data = loadText(o.data, o.seqLen);
     run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config));
     run.device = makeDevice(run.deviceSpec, run.ledger);
+    if (o.resume) {
+      run.resumeFrom = findResumePoint(resumeDirectory(o));
+      run.startStep = run.resumeFrom->stepsDone;
+    }
+    if (!o.saveDir.empty() && run.comm->rank() == 0)
+      checkSaveDir(o.saveDir, o.saveEvery, run.startStep, o.steps);
     if (!o.jsonLog.empty() && run.comm->rank() == 0) {
       run.jsonLog.open(o.jsonLog, std::ios::trunc);
       if (!run.jsonLog) ZRT_THROW(InvalidArgument, "--json-log ", o.jsonLog, ": cannot open for writing");
@@ -104,9 +155,14 @@ void setUp(Run& run) {
 
   // The engine agrees on its own set-up (every rank throws if one failed).
   EngineModel registration = gpt2Model(run.shape, o.seed);
+  std::vector<RegisteredName> names;
   for (const ModuleSpec& m : registration.modules)
-    for (const ParamSpec& p : m.params) run.parameters += numelOf(p);
+    for (const ParamSpec& p : m.params) {
+      run.parameters += numelOf(p);
+      names.push_back({m.name, p.name});
+    }
   run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
+  loadCheckpoint(run, names);
   try {
     run.model = std::make_unique<Gpt2>(
         run.shape, Gpt2Options{o.activationCheckpointing, o.checkpointOffload}, *run.device,
@@ -139,6 +195,11 @@ void printBanner(const Run& run) {
               run.deviceSpec.c_str(), static_cast<long long>(c.train_batch_size),
               static_cast<long long>(tokens), static_cast<long long>(c.train_micro_batch_size_per_gpu),
               static_cast<long long>(c.gradient_accumulation_steps), c.world_size);
+  const Options& o = run.options;
+  if (run.resumeFrom)
+    std::printf("resumed from %s/%s after step %lld\n", resumeDirectory(o).c_str(), run.resumeFrom->tag.c_str(),
+                static_cast<long long>(run.startStep));
+  if (!o.initFrom.empty()) std::printf("initial weights from %s\n", o.initFrom.c_str());
   std::fflush(stdout);
 }
 
@@ -171,10 +232,18 @@ void train(Run& run) {
                                std::getenv("PMIX_RANK");
   const bool terminal = rank == 0 && progressLine(o, isatty(STDOUT_FILENO), startedByMpirun);
 
+  const std::int64_t start = run.startStep;
+  if (start >= o.steps) {
+    if (rank == 0) std::printf("nothing to train: the checkpoint is after step %lld, --steps is %lld\n",
+                               static_cast<long long>(start), static_cast<long long>(o.steps));
+    return;
+  }
   const auto runStart = Clock::now();
   double firstLoss = 0, lastLoss = 0;
   std::optional<double> lastVal;
-  for (std::int64_t s = 0; s < o.steps; ++s) {
+  // The batches are a function of the step index, so a resumed run picks up the data order
+  // where the checkpoint left it.
+  for (std::int64_t s = start; s < o.steps; ++s) {
     const auto t0 = Clock::now();
     double loss = 0;
     for (std::int64_t m = 0; m < split.accumulation; ++m) {
@@ -205,22 +274,34 @@ void train(Run& run) {
     r.computeSeconds = report.computeSeconds;
     r.commSeconds = report.commSeconds;
     r.optimizerSeconds = report.optimizerSeconds;
-    r.etaSeconds = secondsSince(runStart) / static_cast<double>(s + 1) * static_cast<double>(o.steps - s - 1);
-    if (s == 0) firstLoss = loss;
+    r.etaSeconds = secondsSince(runStart) / static_cast<double>(s + 1 - start) * static_cast<double>(o.steps - s - 1);
+    if (s == start) firstLoss = loss;
     lastLoss = loss;
-    if (rank != 0) continue;
-    if (terminal) {
+    if (rank == 0) {
+      if (terminal) {
       // \r and erase-to-end rewrite the progress line; a validation keeps its line on screen.
-      std::printf("\r\x1b[K%s%s", formatStepLine(r, true).c_str(), evaluate ? "\n" : "");
-    } else {
-      std::printf("%s\n", formatStepLine(r, false).c_str());
+        std::printf("\r\x1b[K%s%s", formatStepLine(r, true).c_str(), evaluate ? "\n" : "");
+      } else {
+        std::printf("%s\n", formatStepLine(r, false).c_str());
+      }
+      std::fflush(stdout);
+      if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
     }
-    std::fflush(stdout);
-    if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
+    if (!o.saveDir.empty() && savesAfter(s + 1, o.saveEvery, o.steps)) {
+      const auto t = Clock::now();
+      const std::string tag = tagForStep(s + 1);
+      run.engine->save(o.saveDir, tag);
+      if (rank == 0) {
+        // Below the progress line, which the next step rewrites.
+        std::printf("%ssaved %s/%s in %s\n", terminal ? "\n" : "", o.saveDir.c_str(), tag.c_str(),
+                    formatDuration(secondsSince(t)).c_str());
+        std::fflush(stdout);
+      }
+    }
   }
   if (rank == 0) {
     std::printf("trained %lld steps in %s: loss %.4f -> %.4f, validation loss %.4f\n",
-                static_cast<long long>(o.steps), formatDuration(secondsSince(runStart)).c_str(),
+                static_cast<long long>(o.steps - start), formatDuration(secondsSince(runStart)).c_str(),
                 firstLoss, lastLoss, lastVal.value_or(0.0));
     std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
     std::fflush(stdout);
@@ -251,6 +332,9 @@ int main(int argc, char** argv) {
   try {
     setUp(run);
   } catch (const PeerSetUpFailed&) {
+    return 2;
+  } catch (const AgreedSetUpError& e) {
+    if (rank0) std::fprintf(stderr, "zrt-train: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     // The engine's set-up errors are agreed: every rank holds the same message; one prints it.

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "core/error.h"
 #include "core/units.h"
 
@@ -26,11 +29,23 @@ void addFlags(CLI::App& app, Options& o) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   app.add_option("--eval-batches", o.evalBatches, "global batches of validation text per evaluation")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--save-every", o.saveEvery, "checkpoint every K steps (not available yet: issue 13)");
-  app.add_option("--save-dir", o.saveDir, "checkpoint directory (not available yet: issue 13)");
-  app.add_option("--resume", o.resume, "resume from a checkpoint (not available yet: issue 13)");
+  app.add_option("--save-every", o.saveEvery, "with --save-dir: also save after every K-th step (tag stepN)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--save-dir", o.saveDir, "save a checkpoint here after the last step (and every --save-every)");
+  // The directory is optional (`--resume` alone reads --save-dir), so the flag's presence is
+  // recorded apart from its value: CLI11 gives no value and no call for a bare optional option.
+  app.add_option_function<std::vector<std::string>>(
+         "--resume",
+         [&o](const std::vector<std::string>& v) {
+           o.resume = true;
+           o.resumeDir = v.empty() ? "" : v.front();
+         },
+         "continue from the latest checkpoint in DIR (default: --save-dir)")
+      ->expected(0, 1)
+      ->type_name("[DIR]");
   app.add_option("--init-from", o.initFrom,
-                 "starting weights from a safetensors file or checkpoint (not available yet: issue 13)");
+                 "starting weights only, from a checkpoint directory or a safetensors file (ZRT's or "
+                 "Hugging Face's GPT-2 names); training starts at step 0");
   app.add_flag("--activation-checkpointing", o.activationCheckpointing,
                "keep only each block's input and recompute the block in backward");
   app.add_flag("--checkpoint-offload", o.checkpointOffload,
@@ -49,14 +64,15 @@ void addFlags(CLI::App& app, Options& o) {
 void checkOptions(const Options& o) {
   if (o.hidden % o.heads != 0)
     ZRT_THROW(InvalidArgument, "--hidden ", o.hidden, " is not a multiple of --heads ", o.heads);
-  const char* checkpointFlag = o.saveEvery != 0     ? "--save-every"
-                               : !o.saveDir.empty()  ? "--save-dir"
-                               : !o.resume.empty()   ? "--resume"
-                               : !o.initFrom.empty() ? "--init-from"
-                                                     : nullptr;
-  if (checkpointFlag)
-    ZRT_THROW(InvalidArgument, checkpointFlag,
-              ": not available yet (checkpoints are issue 13, not built); run without it");
+  if (o.saveEvery != 0 && o.saveDir.empty())
+    ZRT_THROW(InvalidArgument, "--save-every ", o.saveEvery, " needs --save-dir (where the checkpoints go)");
+  if (o.resume && o.resumeDir.empty() && o.saveDir.empty())
+    ZRT_THROW(InvalidArgument, "--resume without a directory reads --save-dir, which is not given: "
+              "use --resume DIR or add --save-dir DIR");
+  // A resume restores the weights too; taking them from elsewhere as well would leave it unclear
+  // which won.
+  if (o.resume && !o.initFrom.empty())
+    ZRT_THROW(InvalidArgument, "--resume and --init-from exclude each other (--resume restores the weights too)");
   if (o.checkpointOffload && !o.activationCheckpointing)
     ZRT_THROW(InvalidArgument, "--checkpoint-offload needs --activation-checkpointing");
   if (!o.device.empty() && o.device != "host" && o.device != "cuda")
@@ -64,6 +80,11 @@ void checkOptions(const Options& o) {
   if (!o.deviceMem.empty()) parseBytes(o.deviceMem, "--device-mem");
   if (!o.deviceMem.empty() && o.device == "cuda")
     ZRT_THROW(InvalidArgument, "--device-mem sets the host device's capacity; it does not apply to --device cuda");
+}
+
+std::string resumeDirectory(const Options& o) {
+  if (!o.resume) return "";
+  return o.resumeDir.empty() ? o.saveDir : o.resumeDir;
 }
 
 std::string deviceSpecFor(const Options& o, const std::string& configSpec) {

@@ -24,9 +24,10 @@ struct Options {
   std::uint64_t seed = 1234;
   std::int64_t evalEvery = 50;  // 0: validate only after the last step
   std::int64_t evalBatches = 4;
-  std::int64_t saveEvery = 0;
+  std::int64_t saveEvery = 0;  // 0: save only after the last step (when --save-dir is given)
   std::string saveDir;
-  std::string resume;
+  bool resume = false;
+  std::string resumeDir;  // empty with resume: --save-dir
   std::string initFrom;
   bool activationCheckpointing = false;
   bool checkpointOffload = false;
@@ -40,10 +41,14 @@ struct Options {
 void addFlags(CLI::App& app, Options& o);
 
 // Throws InvalidArgument naming the flag for what CLI11's per-flag checks cannot see: a width
-// the heads do not divide, a checkpoint flag (the checkpoint API is issue 13 and not built yet),
-// --checkpoint-offload without --activation-checkpointing, an unknown --device, a --device-mem
-// that is not a size.
+// the heads do not divide, --save-every without --save-dir, --resume with no directory, --resume
+// with --init-from, --checkpoint-offload without --activation-checkpointing, an unknown
+// --device, a --device-mem that is not a size.
 void checkOptions(const Options& o);
+
+// Where --resume reads: its own argument, else --save-dir (as a run restarted with the same
+// command line resumes from its own checkpoints). Empty when not resuming.
+std::string resumeDirectory(const Options& o);
 
 // The device spec for makeDevice(): --device and --device-mem over the config's `configSpec`
 // (zrt.device, zrt.host_device_memory). Throws InvalidArgument for a device the model cannot

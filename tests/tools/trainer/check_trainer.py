@@ -12,6 +12,14 @@
       falls well below it, on the training and the validation text.
   check_trainer.py --mode errors --configs DIR -- MPIEXEC... ZRT_TRAIN
       Bad input exits 2 before training with a message naming the flag or file.
+  check_trainer.py --mode checkpoints --configs DIR -- MPIEXEC... ZRT_TRAIN
+      Two ranks. Exact resume at stages 2 and 3: 6 steps straight give the same losses, grad
+      norms, learning rates and final validation loss, bit for bit, as 3 steps saved and a new
+      process resuming for 3 more. --init-from (a checkpoint, and a safetensors file under Hugging
+      Face's names written here from the checkpoint's raw files): on a text whose every step is
+      the same batch, the first loss equals the saving run's loss in the step after the save
+      (the same weights on the same batch), while the step counter starts again (warmup LR of
+      step 1). A missing checkpoint and another model shape exit 2 with the engine's message.
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -21,6 +29,7 @@ import concurrent.futures
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,8 +43,8 @@ def run(mpiexec, ranks, trainer, args, timeout=120):
     return p.returncode, p.stdout + p.stderr, cmd
 
 
-def train(mpiexec, ranks, trainer, config, steps, extra, workdir):
-    log = os.path.join(workdir, f"{os.path.basename(config)}.np{ranks}.jsonl")
+def train(mpiexec, ranks, trainer, config, steps, extra, workdir, first=1, name=None):
+    log = os.path.join(workdir, name or f"{os.path.basename(config)}.np{ranks}.jsonl")
     rc, out, cmd = run(mpiexec, ranks, trainer,
                        ["--config", config, "--steps", str(steps), "--json-log", log,
                         "--progress", "off"] + TINY + extra)
@@ -45,8 +54,8 @@ def train(mpiexec, ranks, trainer, config, steps, extra, workdir):
         raise SystemExit(f"FAIL: exit {rc}")
     with open(log) as f:
         rows = [json.loads(line) for line in f]
-    if [r["step"] for r in rows] != list(range(1, steps + 1)):
-        raise SystemExit(f"FAIL: {log} has steps {[r['step'] for r in rows]}, want 1..{steps}")
+    if [r["step"] for r in rows] != list(range(first, steps + 1)):
+        raise SystemExit(f"FAIL: {log} has steps {[r['step'] for r in rows]}, want {first}..{steps}")
     for r in rows:
         for key in ("loss", "tokens_per_s", "skipped", "lr", "loss_scale", "grad_norm"):
             if key not in r:
@@ -134,9 +143,11 @@ def errors(a):
             (["--config", "/nonexistent/config.json"], "--config: File does not exist"),
             (["--config", bad_json] + TINY, "zero_optimization.stage"),
             (["--config", stage0, "--no-such-flag"], "--no-such-flag"),
-            (["--config", stage0, "--resume", "ckpt"] + TINY, "--resume: not available yet"),
-            (["--config", stage0, "--save-every", "10"] + TINY, "--save-every: not available yet"),
-            (["--config", stage0, "--init-from", "m.safetensors"] + TINY, "--init-from: not available yet"),
+            (["--config", stage0, "--resume", os.path.join(work, "none")] + TINY,
+             f"--resume {os.path.join(work, 'none')}: no such directory"),
+            (["--config", stage0, "--save-every", "10"] + TINY, "--save-every 10 needs --save-dir"),
+            (["--config", stage0, "--init-from", os.path.join(work, "m.safetensors")] + TINY,
+             f"--init-from {os.path.join(work, 'm.safetensors')}: "),
             (["--config", stage0, "--checkpoint-offload"] + TINY,
              "--checkpoint-offload needs --activation-checkpointing"),
             (["--config", stage0, "--device", "cuda"] + TINY, "--device cuda: not available yet"),
@@ -160,15 +171,126 @@ def errors(a):
     return failures
 
 
+# Hugging Face's name for each engine parameter: the trainer registers parameter p of module m
+# under p's Hugging Face name, so the checkpoint's "<module>/<param>" drops the module.
+def hf_safetensors_from_checkpoint(ckpt, out, prefix):
+    """Writes the checkpoint's trained parameters as safetensors, read from its raw files by the
+    manifest (docs/checkpoint.md) with json and struct only."""
+    with open(os.path.join(ckpt, "manifest.json")) as f:
+        m = json.load(f)
+    assert m["training_dtype"] == "fp32"
+    files = [x for x in m["files"] if x["state"] == "params"]
+    header, blobs, offset = {}, [], 0
+    for p in m["parameters"]:
+        lo, hi = p["offset"], p["offset"] + p["numel"]
+        data = bytearray(4 * p["numel"])
+        for x in files:
+            a, b = max(lo, x["begin"]), min(hi, x["begin"] + x["count"])
+            if a < b:
+                with open(os.path.join(ckpt, x["path"]), "rb") as f:
+                    f.seek(4 * (a - x["begin"]))
+                    data[4 * (a - lo):4 * (b - lo)] = f.read(4 * (b - a))
+        header[prefix + p["name"]] = {"dtype": "F32", "shape": p["shape"],
+                                      "data_offsets": [offset, offset + len(data)]}
+        blobs.append(bytes(data))
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def checkpoints(a):
+    failures = []
+    keys = ("loss", "grad_norm", "lr", "loss_scale")
+
+    def same(label, want, got, keys=keys):
+        for k in keys:
+            if (k in want) != (k in got) or want.get(k) != got.get(k):
+                failures.append(f"{label} step {got['step']} {k}: {got.get(k)!r}, want {want.get(k)!r}")
+
+    def expect_exit2(label, args, message):
+        rc, out, cmd = run(a.mpiexec, 2, a.trainer, args, timeout=60)
+        ok = rc == 2 and message in out and "step 1/" not in out
+        print(f"{'ok  ' if ok else 'FAIL'} {label}: exit {rc}")
+        if not ok:
+            failures.append(f"{label}: {' '.join(cmd)}: exit {rc}, want 2 and '{message}'; output:\n{out}")
+
+    with tempfile.TemporaryDirectory() as work:
+        for stage in (2, 3):
+            config = os.path.join(a.configs, f"stage{stage}.json")
+            d = os.path.join(work, f"s{stage}")
+            os.makedirs(d)
+            ckpt = os.path.join(d, "ckpt")
+            flags = ["--eval-every", "0", "--eval-batches", "2"]
+            straight, _ = train(a.mpiexec, 2, a.trainer, config, 6, flags, d, name="straight.jsonl")
+            head, _ = train(a.mpiexec, 2, a.trainer, config, 3, flags + ["--save-dir", ckpt, "--save-every", "3"],
+                            d, name="head.jsonl")
+            # Stage 2 names the directory; stage 3 resumes from --save-dir, saving step6 beside it.
+            resume = ["--resume", ckpt] if stage == 2 else ["--save-dir", ckpt, "--resume"]
+            tail, out = train(a.mpiexec, 2, a.trainer, config, 6, flags + resume, d, first=4, name="tail.jsonl")
+            for want, got in zip(straight, head + tail):
+                print(f"stage {stage} step {got['step']} loss {got['loss']!r} straight {want['loss']!r}")
+                same(f"stage {stage} resumed", want, got)
+            same(f"stage {stage} resumed", straight[-1], tail[-1], ("val_loss",))
+            if "resumed from" not in out:
+                failures.append(f"stage {stage}: no 'resumed from' line")
+            saved = sorted(os.listdir(ckpt))
+            if stage == 3 and saved != ["latest", "step3", "step6"]:
+                failures.append(f"stage 3: {ckpt} holds {saved}, want latest, step3, step6")
+            if straight[0]["loss"] == straight[-1]["loss"]:
+                failures.append(f"stage {stage}: the loss did not change: nothing was compared")
+
+        # 606 bytes split into 545 training bytes: samples start at multiples of T = 32 modulo
+        # 545 - 33 = 512 = G x T, so every step's global batch (G = 16) is step 0's.
+        periodic = os.path.join(work, "periodic.txt")
+        with open(periodic, "wb") as f:
+            f.write(bytes((i * 7919 + (i * i) % 251) % 256 for i in range(606)))
+        config = os.path.join(a.configs, "stage2.json")
+        d = os.path.join(work, "init")
+        os.makedirs(d)
+        ckpt = os.path.join(d, "ckpt")
+        data = ["--data", periodic, "--eval-batches", "1"]
+        saving, _ = train(a.mpiexec, 2, a.trainer, config, 4, data + ["--save-dir", ckpt, "--save-every", "3"], d,
+                          name="saving.jsonl")
+        hf = os.path.join(d, "hf.safetensors")
+        hf_safetensors_from_checkpoint(os.path.join(ckpt, "step3"), hf, "transformer.")
+        for label, source in (("checkpoint", os.path.join(ckpt, "step3")), ("hf safetensors", hf)):
+            rows, out = train(a.mpiexec, 2, a.trainer, config, 1, data + ["--init-from", source], d,
+                              name=f"init-{len(source)}.jsonl")
+            print(f"--init-from {label}: first loss {rows[0]['loss']!r}, saving run's step 4 "
+                  f"{saving[3]['loss']!r}, its step 1 {saving[0]['loss']!r}")
+            same(f"--init-from {label}", saving[3], rows[0], ("loss", "grad_norm"))
+            # Weights only: the step counter starts again, so step 1's warmup learning rate.
+            same(f"--init-from {label}", saving[0], rows[0], ("lr",))
+        # The saved weights differ from the initial ones, so matching step 4 is not matching step 1.
+        if saving[3]["loss"] == saving[0]["loss"]:
+            failures.append(f"the saving run's loss did not change ({saving[0]['loss']}): nothing was compared")
+
+        expect_exit2("--resume of a directory with no checkpoint", ["--config", config, "--resume", d] + TINY,
+                     f"--resume {d}: no checkpoint there")
+        wide = ["--layers", "2", "--hidden", "48", "--heads", "2", "--seq-len", "32"]
+        expect_exit2("--resume of another model's checkpoint",
+                     ["--config", config, "--data", periodic, "--resume", ckpt] + wide,
+                     "'embed/wte.weight': shape [256,32] in the checkpoint, [256,48] in this model")
+        expect_exit2("--init-from another model's safetensors", ["--config", config, "--init-from", hf] + wide,
+                     "--init-from " + hf)
+        expect_exit2("--save-dir already holding a tag this run saves",
+                     ["--config", config, "--data", periodic, "--save-dir", ckpt, "--steps", "4"] + TINY,
+                     f"--save-dir {ckpt} already holds step4")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["equivalence", "learns", "errors"], required=True)
+    ap.add_argument("--mode", choices=["equivalence", "learns", "errors", "checkpoints"], required=True)
     ap.add_argument("--configs", required=True)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     a.mpiexec, a.trainer = command[:-1], command[-1]
-    failures = {"equivalence": equivalence, "learns": learns, "errors": errors}[a.mode](a)
+    failures = {"equivalence": equivalence, "learns": learns, "errors": errors,
+                "checkpoints": checkpoints}[a.mode](a)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

@@ -63,14 +63,30 @@ TEST_CASE("flags CLI11 checks: ranges and a missing config") {
 
 TEST_CASE("checks across flags name the flag") {
   CHECK(has(refusal(parse({"--hidden", "100", "--heads", "3"})), "--hidden 100 is not a multiple of --heads 3"));
-  CHECK(has(refusal(parse({"--save-every", "10"})), "--save-every: not available yet"));
-  CHECK(has(refusal(parse({"--save-dir", "/tmp/x"})), "--save-dir: not available yet"));
-  CHECK(has(refusal(parse({"--resume", "/tmp/x"})), "--resume: not available yet (checkpoints are issue 13"));
-  CHECK(has(refusal(parse({"--init-from", "m.safetensors"})), "--init-from: not available yet"));
+  CHECK(has(refusal(parse({"--save-every", "10"})), "--save-every 10 needs --save-dir"));
+  CHECK(refusal(parse({"--save-every", "10", "--save-dir", "/tmp/x"})).empty());
+  CHECK(refusal(parse({"--save-dir", "/tmp/x"})).empty());
+  CHECK(has(refusal(parse({"--resume"})), "--resume without a directory reads --save-dir"));
+  CHECK(has(refusal(parse({"--resume", "/tmp/x", "--init-from", "m.safetensors"})),
+            "--resume and --init-from exclude each other"));
+  CHECK(refusal(parse({"--init-from", "m.safetensors"})).empty());
   CHECK(has(refusal(parse({"--checkpoint-offload"})), "--checkpoint-offload needs --activation-checkpointing"));
   CHECK(refusal(parse({"--checkpoint-offload", "--activation-checkpointing"})).empty());
   CHECK(has(refusal(parse({"--device", "tpu"})), "--device tpu: expected host or cuda"));
   CHECK(has(refusal(parse({"--device-mem", "lots"})), "--device-mem"));
+}
+
+TEST_CASE("--resume: its own directory, else --save-dir; absent: not resuming") {
+  CHECK_FALSE(parse({}).resume);
+  CHECK(resumeDirectory(parse({})).empty());
+  CHECK(resumeDirectory(parse({"--resume", "/ckpt/a", "--save-dir", "/ckpt/b"})) == "/ckpt/a");
+  // A bare --resume followed by another flag takes no value from it.
+  const Options bare = parse({"--resume", "--save-dir", "/ckpt/b", "--steps", "3"});
+  CHECK(bare.resume);
+  CHECK(bare.steps == 3);
+  CHECK(resumeDirectory(bare) == "/ckpt/b");
+  CHECK(resumeDirectory(parse({"--save-dir", "/ckpt/b", "--resume"})) == "/ckpt/b");
+  CHECK_THROWS_AS(parse({"--save-every", "0", "--save-dir", "/x"}), CLI::ValidationError);
 }
 
 TEST_CASE("the device: the config's, overridden by --device and --device-mem; cuda not yet") {
