@@ -274,6 +274,7 @@ void train(Run& run) {
     r.computeSeconds = report.computeSeconds;
     r.commSeconds = report.commSeconds;
     r.optimizerSeconds = report.optimizerSeconds;
+    r.ioSeconds = report.ioSeconds;
     r.etaSeconds = secondsSince(runStart) / static_cast<double>(s + 1 - start) * static_cast<double>(o.steps - s - 1);
     if (s == start) firstLoss = loss;
     lastLoss = loss;

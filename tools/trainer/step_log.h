@@ -24,7 +24,7 @@ struct StepRecord {
   double computeSeconds = 0;
   double commSeconds = 0;
   double optimizerSeconds = 0;
-  double ioSeconds = 0;  // checkpoint I/O; none until checkpoints exist (issue 13)
+  double ioSeconds = 0;  // of the optimizer: waiting on NVMe (offload_optimizer nvme)
   double etaSeconds = 0;
 };
 

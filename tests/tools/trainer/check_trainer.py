@@ -2,8 +2,9 @@
 """zrt-train run as a user runs it, on a model small enough for a test (2 layers x 32 wide, T 32).
 
   check_trainer.py --mode equivalence --configs DIR -- MPIEXEC... ZRT_TRAIN
-      The stage-0 run on one rank is the reference; stages 0, 1 and 2 on two ranks (and stage 2
-      with activation checkpointing, on the device and offloaded) must give the same loss at
+      The stage-0 run on one rank is the reference; every config on two ranks (stages 0-3, stage 3
+      with CPU and with NVMe offload, and stage 2 with activation checkpointing, on the device
+      and offloaded) must give the same loss at
       every step and the same validation loss, within fp32 rounding (1e-5 relative): the global
       batch is the same bytes whatever the split, and the engine's ranks end each step with the
       parameters of one rank training on the whole batch.
@@ -73,12 +74,14 @@ def equivalence(a):
         failures = []
         # Activation checkpointing recomputes each block in backward: the same arithmetic, so the
         # same losses (on device, and with the kept inputs offloaded to pinned host memory).
-        runs = [(0, []), (1, []), (2, []), (2, ["--activation-checkpointing"]),
-                (2, ["--activation-checkpointing", "--checkpoint-offload"])]
+        runs = [("stage0", []), ("stage1", []), ("stage2", []), ("stage2", ["--activation-checkpointing"]),
+                ("stage2", ["--activation-checkpointing", "--checkpoint-offload"]), ("stage3", []),
+                ("stage3_cpu_offload", []), ("stage3_nvme_offload", [])]
+        os.makedirs("/tmp/zrt-train-nvme", exist_ok=True)  # the NVMe config's nvme_path
         for stage, flags in runs:
-            work_run = os.path.join(work, str(len(flags)))
+            work_run = os.path.join(work, stage + str(len(flags)))
             os.makedirs(work_run, exist_ok=True)
-            rows, _ = train(a.mpiexec, 2, a.trainer, os.path.join(a.configs, f"stage{stage}.json"),
+            rows, _ = train(a.mpiexec, 2, a.trainer, os.path.join(a.configs, f"{stage}.json"),
                             steps, extra + flags, work_run)
             for want, got in zip(ref, rows):
                 for key in ("loss", "val_loss", "grad_norm"):
