@@ -235,7 +235,6 @@ struct Engine::Impl {
   void copyUpdateUp();
   void stepWindow(double gradScale, std::uint64_t begin, std::uint64_t count, float* master,
                   float* moment0, float* moment1);
-  void setUpOffload();
 };
 
 void Engine::Impl::validate() {

@@ -72,8 +72,10 @@ struct OffloadOptimizerConfig {
   std::vector<std::string> nvme_path;  // One directory per drive; striped over when several.
   bool pin_memory = false;
   int buffer_count = 4;
-  bool pipeline_read = false;
-  bool pipeline_write = false;
+  // On unless set false (DeepSpeed's default is false): ZRT's swapper overlaps the NVMe reads
+  // and writes with the optimizer's arithmetic.
+  bool pipeline_read = true;
+  bool pipeline_write = true;
   bool fast_init = false;
   double ratio = 1.0;
 };

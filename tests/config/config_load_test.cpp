@@ -124,8 +124,8 @@ TEST_CASE("absent keys take DeepSpeed's code defaults") {
   CHECK(z.offload_optimizer.nvme_path.empty());
   CHECK_FALSE(z.offload_optimizer.pin_memory);
   CHECK(z.offload_optimizer.buffer_count == 4);
-  CHECK_FALSE(z.offload_optimizer.pipeline_read);
-  CHECK_FALSE(z.offload_optimizer.pipeline_write);
+  CHECK(z.offload_optimizer.pipeline_read);  // ZRT's default; DeepSpeed's is false
+  CHECK(z.offload_optimizer.pipeline_write);
   CHECK_FALSE(z.offload_optimizer.fast_init);
   CHECK(z.offload_optimizer.ratio == 1.0);
   CHECK(z.offload_param.device == OffloadDevice::None);
