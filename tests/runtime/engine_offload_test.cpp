@@ -231,27 +231,33 @@ TEST_CASE("an I/O error during the NVMe optimizer step names the file on every r
   CHECK(after == before);
 }
 
-TEST_CASE("a checkpoint of NVMe-offloaded state resumes exactly, with or without offload") {
+TEST_CASE("a checkpoint of offloaded state resumes exactly, with or without offload") {
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
-  ScratchDir scratch;  // this rank's; the checkpoint goes in rank 0's, shared by path below
+  ScratchDir scratch;  // this rank's; the checkpoints go in rank 0's, shared by path below
   std::string dir = scratch.path.string() + "/ckpt";
   dir = comm::allGatherStrings(comm, comm.rank() == 0 ? dir : std::string())[0];
   const std::string nvme = nvmeOffload(scratch.path, 2);
+  const std::string cpu = R"(, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"})";
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  std::vector<std::vector<float>> straight;
-  {
-    Engine engine(parseConfig(config(3, world, 1, DType::BF16, nvme), "nvme", world), *device, comm, syntheticModel());
-    train(engine, comm, 3);
-    engine.save(dir, "step3");  // master and moments copied file to file from the swap files
-    straight = train(engine, comm, 3);
-  }
-  for (const std::string& offload : {nvme, std::string()}) {
-    CAPTURE(offload);
-    Engine engine(parseConfig(config(3, world, 1, DType::BF16, offload), "resumed", world), *device, comm,
-                  syntheticModel());
-    engine.load(dir, "step3");
-    CHECK(train(engine, comm, 3) == straight);
+  for (const std::string& saved : {nvme, cpu}) {
+    CAPTURE(saved);
+    const std::string tag = saved == nvme ? "nvme" : "cpu";
+    std::vector<std::vector<float>> straight;
+    {
+      Engine engine(parseConfig(config(3, world, 1, DType::BF16, saved), "saving", world), *device, comm,
+                    syntheticModel());
+      train(engine, comm, 3);
+      engine.save(dir, tag);  // NVMe: master and moments copied file to file from the swap files
+      straight = train(engine, comm, 3);
+    }
+    for (const std::string& offload : {nvme, cpu, std::string()}) {
+      CAPTURE(offload);
+      Engine engine(parseConfig(config(3, world, 1, DType::BF16, offload), "resumed", world), *device, comm,
+                    syntheticModel());
+      engine.load(dir, tag);
+      CHECK(train(engine, comm, 3) == straight);
+    }
   }
 }
