@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,17 +74,26 @@ AioOptions aioOptionsFrom(const AioConfig& config) {
     o.direct = parseDirectIo(directEnv);
     ZRT_INFO("ZRT_AIO_DIRECT=", directEnv, ": direct I/O ", nameOf(o.direct));
   }
-  // Read on every call (a test sets it for one engine): fail one transfer of ring 0 with EIO.
+  // Read on every call (a test sets it for one engine): fail one transfer of ring 0 with EIO,
+  // the n-th of all ("<n>") or of the reads only ("read:<n>"), counted from 0.
   if (const char* fault = std::getenv("ZRT_AIO_FAULT"); fault && *fault) {
+    const bool readsOnly = std::strncmp(fault, "read:", 5) == 0;
+    const char* number = readsOnly ? fault + 5 : fault;
     char* end = nullptr;
-    const unsigned long long at = std::strtoull(fault, &end, 10);
-    if (end == fault || *end != '\0')
-      ZRT_THROW(InvalidArgument, "ZRT_AIO_FAULT must be a transfer number, got '", fault, "'");
-    ZRT_WARN("ZRT_AIO_FAULT=", fault, ": transfer ", at, " of ring 0 will fail with EIO (a test hook)");
-    o.wrap_engine = [at](std::unique_ptr<IoEngine> engine, int ring) -> std::unique_ptr<IoEngine> {
+    const unsigned long long at = std::strtoull(number, &end, 10);
+    if (end == number || *end != '\0')
+      ZRT_THROW(InvalidArgument, "ZRT_AIO_FAULT must be a transfer number or read:<number>, got '", fault, "'");
+    ZRT_WARN("ZRT_AIO_FAULT=", fault, ": ", readsOnly ? "read" : "transfer", " ", at,
+             " of ring 0 will fail with EIO (a test hook)");
+    o.wrap_engine = [at, readsOnly](std::unique_ptr<IoEngine> engine, int ring) -> std::unique_ptr<IoEngine> {
       if (ring != 0) return engine;
+      auto reads = std::make_shared<std::uint64_t>(0);
       return std::make_unique<FaultInjectingEngine>(
-          std::move(engine), [at](const IoUnit&, std::uint64_t seq) -> std::optional<Fault> {
+          std::move(engine), [at, readsOnly, reads](const IoUnit& unit, std::uint64_t seq) -> std::optional<Fault> {
+            if (readsOnly) {
+              if (unit.dir != IoDir::Read) return std::nullopt;
+              seq = (*reads)++;
+            }
             if (seq == at) return Fault::fail(EIO);
             return std::nullopt;
           });

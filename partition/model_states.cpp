@@ -1,5 +1,6 @@
 #include "partition/model_states.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -25,6 +26,7 @@ ModelStateOptions modelStateOptions(const Config& config, int rank) {
   o.pinOptimizer = config.zero_optimization.offload_optimizer.pin_memory;
   o.offloadParam = config.zero_optimization.offload_param.device;
   o.pinParam = config.zero_optimization.offload_param.pin_memory;
+  o.maxInCpu = static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.zero_optimization.offload_param.max_in_cpu));
   o.accumulationSteps = static_cast<int>(config.gradient_accumulation_steps);
   return o;
 }
@@ -96,15 +98,16 @@ void* StateBuffer::data() const {
 
 StateBuffer ModelStates::allocate(const StatePlacement& state, MemTag tag, const char* name) {
   if (state.elements == 0) return {};
-  if (state.place == MemPlace::Nvme && swap_)
-    return StateBuffer(swap_->create(name, state.bytes(), tag, swapOptions_), tag);
+  offload::SwapSpace* space = tag == MemTag::Parameters && paramSwap_ ? paramSwap_ : swap_;
+  if (state.place == MemPlace::Nvme && space)
+    return StateBuffer(space->create(name, state.bytes(), tag, swapOptions_), tag);
   return StateBuffer(*device_, static_cast<std::size_t>(state.bytes()), tag, state.place);
 }
 
 ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
                          const ModelStateOptions& options, offload::SwapSpace* swap,
-                         offload::FileOpenOptions swapOptions)
-    : device_(&device), swap_(swap), swapOptions_(swapOptions), options_(options),
+                         offload::FileOpenOptions swapOptions, offload::SwapSpace* paramSwap)
+    : device_(&device), swap_(swap), paramSwap_(paramSwap), swapOptions_(swapOptions), options_(options),
       params_(std::move(params)) {
   std::vector<std::uint64_t> trainable, frozen;
   std::uint64_t trainableCount = 0, frozenCount = 0;
@@ -121,6 +124,8 @@ ModelStates::ModelStates(Device& device, std::vector<ParamTensor> params,
 
   parameters_ = allocate(placement_.parameters, MemTag::Parameters, "parameters");
   frozenParameters_ = allocate(placement_.frozenParameters, MemTag::Parameters, "frozen-parameters");
+  parametersInCpu_ = allocate(placement_.parametersInCpu, MemTag::Parameters, "parameters-in-cpu");
+  frozenParametersInCpu_ = allocate(placement_.frozenParametersInCpu, MemTag::Parameters, "frozen-parameters-in-cpu");
   gradients_ = allocate(placement_.gradients, MemTag::Gradients, "gradients");
   gradientHostShard_ = allocate(placement_.gradientHostShard, MemTag::Gradients, "gradient-host-shard");
   gradientAccumulator_ = allocate(placement_.gradientAccumulator, MemTag::Gradients, "gradient-accumulator");

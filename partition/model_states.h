@@ -88,9 +88,11 @@ class ModelStates {
   // Allocates this rank's model states; throws InvalidArgument for a bad stage/offload pairing
   // or rank, OutOfMemory (with the ledger) when the device is too small.
   // With `swap` (and `swapOptions` from the offload engine that will read them), states placed
-  // on NVMe get swap files of their own.
+  // on NVMe get swap files of their own; the parameters' in `paramSwap` when given
+  // (offload_param has its own nvme_path).
   ModelStates(Device& device, std::vector<ParamTensor> params, const ModelStateOptions& options,
-              offload::SwapSpace* swap = nullptr, offload::FileOpenOptions swapOptions = {});
+              offload::SwapSpace* swap = nullptr, offload::FileOpenOptions swapOptions = {},
+              offload::SwapSpace* paramSwap = nullptr);
 
   const ModelStateOptions& options() const { return options_; }
   const std::vector<ParamTensor>& params() const { return params_; }
@@ -104,6 +106,10 @@ class ModelStates {
   const StateBuffer& parameters() const { return parameters_; }
   // Frozen parameters, by the same rule.
   const StateBuffer& frozenParameters() const { return frozenParameters_; }
+  // offload_param nvme: the first elements of each shard, kept in host memory (max_in_cpu);
+  // parameters() and frozenParameters() are then swap files holding the rest.
+  const StateBuffer& parametersInCpu() const { return parametersInCpu_; }
+  const StateBuffer& frozenParametersInCpu() const { return frozenParametersInCpu_; }
   // Gradients on the device: the whole flat buffer at stages 0-1, the shard at stage 2-3; none
   // at stage 2-3 with the optimizer offloaded (buckets reduce straight into the host shard).
   const StateBuffer& gradients() const { return gradients_; }
@@ -123,6 +129,7 @@ class ModelStates {
 
   Device* device_;
   offload::SwapSpace* swap_ = nullptr;
+  offload::SwapSpace* paramSwap_ = nullptr;
   offload::FileOpenOptions swapOptions_;
   ModelStateOptions options_;
   std::vector<ParamTensor> params_;
@@ -131,6 +138,8 @@ class ModelStates {
   ModelStatePlacement placement_;
   StateBuffer parameters_;
   StateBuffer frozenParameters_;
+  StateBuffer parametersInCpu_;
+  StateBuffer frozenParametersInCpu_;
   StateBuffer gradients_;
   StateBuffer gradientHostShard_;
   StateBuffer gradientAccumulator_;

@@ -27,20 +27,22 @@ GatherPieces gatherPieces(std::uint64_t begin, std::uint64_t count, std::uint64_
 }
 
 ParamCoordinator::ParamCoordinator(Device& device, comm::Communicator& lane,
-                                   std::vector<CoordinatedModule> modules, const void* trainableShard,
-                                   std::uint64_t trainableShardCount, const void* frozenShard,
-                                   std::uint64_t frozenShardCount, CoordinatorOptions options)
+                                   std::vector<CoordinatedModule> modules, ShardSource trainable,
+                                   ShardSource frozen, CoordinatorOptions options)
     : device_(device),
       lane_(lane),
-      trainableShard_(static_cast<const char*>(trainableShard)),
-      frozenShard_(static_cast<const char*>(frozenShard)),
-      trainableShardCount_(trainableShardCount),
-      frozenShardCount_(frozenShardCount),
+      trainableShard_(static_cast<const char*>(trainable.memory)),
+      frozenShard_(static_cast<const char*>(frozen.memory)),
+      trainableShardCount_(trainable.count),
+      frozenShardCount_(frozen.count),
+      trainableStore_(trainable.store),
+      frozenStore_(frozen.store),
       options_(options),
       es_(dtypeSize(options.dtype)),
       world_(lane.size()),
       rank_(lane.rank()) {
   std::uint64_t persistentElements = 0;
+  std::size_t trainableStaging = 0, frozenStaging = 0;
   for (CoordinatedModule& spec : modules) {
     Module mod;
     mod.persistent = spec.elements() < options_.persistenceThreshold;
@@ -50,8 +52,34 @@ ParamCoordinator::ParamCoordinator(Device& device, comm::Communicator& lane,
                 options_.maxLiveParameters, "); raise it or split the module");
     persistentOffset_.push_back(persistentElements);
     if (mod.persistent) persistentElements += spec.elements();
+    mod.trainablePieces = gatherPieces(spec.trainableBegin, spec.trainableCount, trainableShardCount_, world_, rank_);
+    mod.frozenPieces = gatherPieces(spec.frozenBegin, spec.frozenCount, frozenShardCount_, world_, rank_);
+    // Does this rank's piece of a range reach the store's NVMe part?
+    auto onNvme = [&](const ParamShardStore* store, const GatherPieces& g) {
+      const std::uint64_t n = g.counts[static_cast<std::size_t>(rank_)];
+      return store && n > 0 && g.sendOffset + n > store->inCpu();
+    };
+    const std::uint64_t tn = mod.trainablePieces.counts[static_cast<std::size_t>(rank_)];
+    const std::uint64_t fn = mod.frozenPieces.counts[static_cast<std::size_t>(rank_)];
+    mod.needsBuffer = onNvme(trainableStore_, mod.trainablePieces) || onNvme(frozenStore_, mod.frozenPieces);
+    if (mod.needsBuffer) {
+      if (tn + fn > options_.stagingBufferElements)
+        ZRT_THROW(InvalidArgument, "stage 3: module '", spec.name, "' puts ", tn + fn,
+                  " parameter elements of this rank's shard through an NVMe staging buffer of ",
+                  options_.stagingBufferElements,
+                  " elements; raise zero_optimization.offload_param.buffer_size or split the module");
+      if (trainableStore_) trainableStaging = std::max(trainableStaging, trainableStore_->stagingBytes(tn));
+      if (frozenStore_) frozenStaging = std::max(frozenStaging, frozenStore_->stagingBytes(fn));
+    }
     mod.spec = std::move(spec);
     modules_.push_back(std::move(mod));
+  }
+  if (trainableStaging + frozenStaging > 0) {
+    // Sized for the largest piece this rank stages, not buffer_size: pinned memory is scarce.
+    frozenStagingAt_ = (trainableStaging + 4095) / 4096 * 4096;
+    const std::size_t bytes = frozenStagingAt_ + frozenStaging;
+    const int count = std::max(1, options_.stagingBuffers);
+    for (int i = 0; i < count; ++i) staging_.push_back({device_.allocatePinned(bytes, MemTag::SwapBuffers), false});
   }
   if (persistentElements)
     persistentMemory_ = device_.allocate(persistentElements * es_, MemTag::GatheredParameters);
@@ -65,16 +93,121 @@ ParamCoordinator::~ParamCoordinator() {
     } catch (...) {
       // A failed gather already reached the caller or is moot while unwinding; the slots go.
     }
+    waitReads(mod);  // no read may land in a staging buffer after it is freed
   }
 }
 
 void ParamCoordinator::waitPending(Module& mod) {
-  if (mod.pending.empty()) return;
+  if (!mod.pending.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<comm::Work> works = std::move(mod.pending);
+    mod.pending.clear();
+    for (const comm::Work& w : works) w.wait();
+    counts_.waitedSeconds += secondsSince(t0);
+  }
+  if (mod.stagedPosted) dropStaging(mod);  // the gathers have read the staged bytes
+}
+
+// Waits for the module's NVMe reads; a failure is kept (the first one), not thrown, so the
+// gathers the peers expect are still posted.
+void ParamCoordinator::waitReads(Module& mod) {
+  if (mod.reads.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<comm::Work> works = std::move(mod.pending);
-  mod.pending.clear();
-  for (const comm::Work& w : works) w.wait();
-  counts_.waitedSeconds += secondsSince(t0);
+  for (const offload::IoHandle& h : mod.reads) {
+    try {
+      h.wait();
+    } catch (const std::exception& e) {
+      if (ioFailure_.empty()) ioFailure_ = "stage 3: reading module '" + mod.spec.name + "' from NVMe: " + e.what();
+    }
+  }
+  mod.reads.clear();
+  counts_.readWaitSeconds += secondsSince(t0);
+}
+
+void ParamCoordinator::dropStaging(Module& mod) {
+  waitReads(mod);
+  if (mod.staging >= 0) staging_[static_cast<std::size_t>(mod.staging)].busy = false;
+  mod.staging = -1;
+  mod.staged = false;
+  mod.stagedPosted = false;
+  mod.stagedTrainable = mod.stagedFrozen = nullptr;
+}
+
+// Starts module m's NVMe reads (its pieces in memory need none) into a free staging buffer.
+// Without one: false, or with `mayWait` a buffer is freed first (reclaimStaging).
+bool ParamCoordinator::stage(std::size_t m, bool mayWait) {
+  Module& mod = modules_[m];
+  if (mod.staged || (!trainableStore_ && !frozenStore_)) return true;
+  char* buffer = nullptr;
+  if (mod.needsBuffer) {
+    for (;;) {
+      auto it = std::find_if(staging_.begin(), staging_.end(), [](const Staging& s) { return !s.busy; });
+      if (it != staging_.end()) {
+        it->busy = true;
+        mod.staging = static_cast<int>(it - staging_.begin());
+        buffer = static_cast<char*>(it->memory.data());
+        break;
+      }
+      if (!mayWait) return false;
+      ZRT_ENFORCE(reclaimStaging(m), "stage 3: no NVMe staging buffer can be freed for module '",
+                  mod.spec.name, "'");
+    }
+  }
+  auto read = [&](ParamShardStore* store, const char* memory, const GatherPieces& g, char* at) -> const char* {
+    const std::uint64_t n = g.counts[static_cast<std::size_t>(rank_)];
+    if (!store) return memory + g.sendOffset * es_;
+    static const char kNothing = 0;  // a gather's send buffer when this rank sends nothing
+    if (n == 0) return &kNothing;
+    ParamShardStore::Staged s = store->read(g.sendOffset, n, at);
+    for (offload::IoHandle& h : s.reads) mod.reads.push_back(std::move(h));
+    return s.data;
+  };
+  mod.stagedTrainable = read(trainableStore_, trainableShard_, mod.trainablePieces, buffer);
+  mod.stagedFrozen = read(frozenStore_, frozenShard_, mod.frozenPieces, buffer ? buffer + frozenStagingAt_ : nullptr);
+  mod.staged = true;
+  if (!mayWait) ++counts_.readAhead;  // started ahead, not by the fetch that needs it now
+  return true;
+}
+
+// Frees a staging buffer other than module `except`'s: the one whose gathers were posted first
+// (waiting for them), else the read-ahead needed last by the trace.
+bool ParamCoordinator::reclaimStaging(std::size_t except) {
+  Module* oldest = nullptr;
+  for (Module& mod : modules_)
+    if (mod.staging >= 0 && mod.stagedPosted && (!oldest || mod.postedAt < oldest->postedAt)) oldest = &mod;
+  if (oldest) {
+    waitPending(*oldest);
+    return true;
+  }
+  int victim = -1;
+  std::size_t victimNext = 0;
+  for (std::size_t m = 0; m < modules_.size(); ++m) {
+    if (m == except || modules_[m].staging < 0) continue;
+    std::size_t next = SIZE_MAX;
+    for (std::size_t i = position_; traceValid_ && i < trace_.size(); ++i)
+      if (trace_[i] == m) {
+        next = i;
+        break;
+      }
+    if (victim < 0 || next > victimNext) {
+      victim = static_cast<int>(m);
+      victimNext = next;
+    }
+  }
+  if (victim < 0) return false;
+  dropStaging(modules_[static_cast<std::size_t>(victim)]);
+  return true;
+}
+
+// Starts the NVMe reads of the trace's coming modules, from position `from`, into the staging
+// buffers that are free.
+void ParamCoordinator::readAhead(std::size_t from) {
+  if (staging_.empty() || !traceValid_ || !following_) return;
+  for (std::size_t i = from; i < trace_.size(); ++i) {
+    Module& mod = modules_[trace_[i]];
+    if (mod.persistent || mod.slot >= 0 || mod.staged) continue;
+    if (!stage(trace_[i], /*mayWait=*/false)) break;
+  }
 }
 
 // Posts module m's gathers into `out` (its trainable range, then its frozen range).
@@ -83,15 +216,21 @@ void ParamCoordinator::post(std::size_t m) {
   char* out = mod.persistent ? static_cast<char*>(persistentMemory_.data()) + persistentOffset_[m] * es_
                              : static_cast<char*>(slots_[static_cast<std::size_t>(mod.slot)].memory.data());
   const CoordinatedModule& s = mod.spec;
-  auto gather = [&](const char* shard, std::uint64_t shardCount, std::uint64_t begin,
-                    std::uint64_t count, char* dst) {
+  if (trainableStore_ || frozenStore_) {
+    stage(m, /*mayWait=*/true);
+    waitReads(mod);
+    mod.stagedPosted = true;
+    mod.postedAt = ++posts_;
+  } else {
+    mod.stagedTrainable = trainableShard_ ? trainableShard_ + mod.trainablePieces.sendOffset * es_ : nullptr;
+    mod.stagedFrozen = frozenShard_ ? frozenShard_ + mod.frozenPieces.sendOffset * es_ : nullptr;
+  }
+  auto gather = [&](const char* piece, const GatherPieces& g, std::uint64_t count, char* dst) {
     if (count == 0) return;
-    const GatherPieces g = gatherPieces(begin, count, shardCount, world_, rank_);
-    mod.pending.push_back(lane_.allGatherAsync(shard + g.sendOffset * es_, dst, g.counts,
-                                               options_.dtype, g.displs));
+    mod.pending.push_back(lane_.allGatherAsync(piece, dst, g.counts, options_.dtype, g.displs));
   };
-  gather(trainableShard_, trainableShardCount_, s.trainableBegin, s.trainableCount, out);
-  gather(frozenShard_, frozenShardCount_, s.frozenBegin, s.frozenCount, out + s.trainableCount * es_);
+  gather(mod.stagedTrainable, mod.trainablePieces, s.trainableCount, out);
+  gather(mod.stagedFrozen, mod.frozenPieces, s.frozenCount, out + s.trainableCount * es_);
 }
 
 std::uint64_t ParamCoordinator::liveElements() const {
@@ -195,6 +334,18 @@ bool ParamCoordinator::evictOne(std::size_t neededAt) {
 // ahead (the next module always), while the pool has room or holds a copy needed later.
 void ParamCoordinator::prefetchFrom(std::size_t from) {
   if (!traceValid_ || !following_ || options_.prefetchBucketSize == 0) return;
+  // NVMe reads of the whole window start first, so they run together; each post below then
+  // waits only for its own. (Posting stays in trace order whatever the reads do: every rank
+  // must post the same gathers in the same order.)
+  std::uint64_t window = 0;
+  for (std::size_t i = std::max(from, prefetchedUpTo_); !staging_.empty() && i < trace_.size(); ++i) {
+    Module& mod = modules_[trace_[i]];
+    if (mod.persistent) continue;
+    window += mod.spec.elements();
+    if (i > from && window > options_.prefetchBucketSize) break;
+    if (mod.slot >= 0 || mod.staged) continue;
+    if (!stage(trace_[i], /*mayWait=*/false)) break;
+  }
   std::uint64_t ahead = 0;
   for (std::size_t i = from; i < trace_.size(); ++i) {
     Module& mod = modules_[trace_[i]];
@@ -260,6 +411,7 @@ ParamCoordinator::Gathered ParamCoordinator::fetch(std::size_t m) {
   }
   ++position_;
   if (onTrace) prefetchFrom(position_);
+  readAhead(std::max(position_, prefetchedUpTo_));
   waitPending(mod);
   const char* base = static_cast<const char*>(slots_[static_cast<std::size_t>(mod.slot)].memory.data());
   return {base, base + mod.spec.trainableCount * es_};
@@ -296,6 +448,7 @@ void ParamCoordinator::beginPass() {
   recording_.clear();
   following_ = traceValid_;
   prefetchFrom(0);
+  readAhead(prefetchedUpTo_);
 }
 
 std::string ParamCoordinator::unreleased() const {
@@ -328,16 +481,19 @@ void ParamCoordinator::endPass() {
 }
 
 void ParamCoordinator::refresh() {
-  const double waited = counts_.waitedSeconds;  // the step's refresh is not the caller's fetches
+  // The step's refresh is not the caller's fetches.
+  const double waited = counts_.waitedSeconds, readWaited = counts_.readWaitSeconds;
   for (Module& mod : modules_) {
     mod.inUse = 0;
     if (mod.slot >= 0) freeSlot(mod);
     waitPending(mod);
+    dropStaging(mod);  // read before the shards changed
   }
   for (std::size_t m = 0; m < modules_.size(); ++m)
     if (modules_[m].persistent) post(m);
   for (Module& mod : modules_) waitPending(mod);
   counts_.waitedSeconds = waited;
+  counts_.readWaitSeconds = readWaited;
 }
 
 FetchCounts ParamCoordinator::takeCounts() { return std::exchange(counts_, {}); }

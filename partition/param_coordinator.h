@@ -26,6 +26,13 @@
 //   instead of hanging in mismatched all-gathers. (A divergence that appears later, on some
 //   ranks only, while the others follow their recorded trace, ends in the collectives' timeout
 //   or an MPI error naming the operation.)
+// - offload_param nvme: a shard given as a ParamShardStore is read (its NVMe part) into pinned
+//   staging buffers (stagingBuffers of them) before the module's gather is posted, and the read
+//   reaches further back than the gathers: along the trace, every free staging buffer holds the
+//   read of a coming module, so by the time its gather is posted the bytes are in memory. A
+//   buffer is free again once its gather is done. A read that fails does not stop the gather
+//   (the peers would wait in it): the failure is kept for takeIoFailure(), which the engine
+//   agrees on at the end of the micro-step.
 // Thread-safety: one thread (the training loop) drives a coordinator.
 #pragma once
 
@@ -34,6 +41,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -41,6 +49,8 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shard.h"
+#include "offload/io_request.h"
+#include "partition/param_store.h"
 
 namespace zrt {
 
@@ -68,6 +78,15 @@ struct CoordinatorOptions {
   std::uint64_t maxReuseDistance = 1'000'000'000;   // stage3_max_reuse_distance
   std::uint64_t prefetchBucketSize = 50'000'000;    // stage3_prefetch_bucket_size; 0: none
   DType dtype = DType::F32;
+  int stagingBuffers = 5;                           // offload_param.buffer_count
+  std::uint64_t stagingBufferElements = 100'000'000;  // offload_param.buffer_size
+};
+
+// One flat buffer's shard, this rank's: in memory, or (offload_param nvme) in a store.
+struct ShardSource {
+  const void* memory = nullptr;
+  std::uint64_t count = 0;
+  ParamShardStore* store = nullptr;
 };
 
 // Per pass (or since the last takeCounts()): gathers the caller waited for because nothing had
@@ -77,15 +96,18 @@ struct FetchCounts {
   std::int64_t prefetched = 0;
   std::int64_t reused = 0;
   double waitedSeconds = 0;  // time fetch() blocked on gathers
+  // offload_param nvme: modules whose NVMe reads were started before their gather was due, and
+  // the time spent waiting for reads.
+  std::int64_t readAhead = 0;
+  double readWaitSeconds = 0;
 };
 
 class ParamCoordinator {
  public:
-  // `trainableShard`/`frozenShard`: this rank's shards (shard elements each, as FlatLayout says);
-  // they must outlive the coordinator. Collective (gathers the persistent modules).
+  // `trainable`/`frozen`: this rank's shards (shard elements each, as FlatLayout says); they
+  // must outlive the coordinator. Collective (gathers the persistent modules).
   ParamCoordinator(Device& device, comm::Communicator& lane, std::vector<CoordinatedModule> modules,
-                   const void* trainableShard, std::uint64_t trainableShardCount,
-                   const void* frozenShard, std::uint64_t frozenShardCount, CoordinatorOptions options);
+                   ShardSource trainable, ShardSource frozen, CoordinatorOptions options);
   ~ParamCoordinator();  // waits (bounded) for gathers in flight
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -111,6 +133,8 @@ class ParamCoordinator {
   void refresh();
 
   FetchCounts takeCounts();
+  // The first NVMe read that failed since the last call (naming file and offset), or empty.
+  std::string takeIoFailure() { return std::exchange(ioFailure_, {}); }
   bool persistent(std::size_t m) const { return modules_.at(m).persistent; }
   // Elements of the pool's slots now and at most (the live bound the ledger can show).
   std::uint64_t poolElements() const { return poolElements_; }
@@ -124,6 +148,20 @@ class ParamCoordinator {
     std::vector<comm::Work> pending;  // the gathers filling it
     int inUse = 0;        // fetches not yet released
     bool prefetched = false;  // posted ahead by the trace and not yet fetched
+    // offload_param nvme: this rank's pieces (gatherPieces) and where they are staged.
+    GatherPieces trainablePieces, frozenPieces;
+    bool needsBuffer = false;  // a piece reaches the NVMe part of its shard
+    bool staged = false;       // reads started (or the pieces are in memory)
+    bool stagedPosted = false;  // the gathers reading the staged bytes were posted
+    int staging = -1;           // staging buffer, -1 when none
+    std::uint64_t postedAt = 0;  // order of posting, to free the oldest staging buffer first
+    const char* stagedTrainable = nullptr;
+    const char* stagedFrozen = nullptr;
+    std::vector<offload::IoHandle> reads;
+  };
+  struct Staging {
+    DeviceMemory memory;
+    bool busy = false;
   };
   struct Slot {
     DeviceMemory memory;
@@ -141,6 +179,11 @@ class ParamCoordinator {
   void waitPending(Module& mod);
   void forget(std::size_t m);
   std::uint64_t liveElements() const;
+  bool stage(std::size_t m, bool mayWait);
+  bool reclaimStaging(std::size_t except);
+  void waitReads(Module& mod);
+  void dropStaging(Module& mod);
+  void readAhead(std::size_t from);
   std::optional<std::uint64_t> reuseDistance(std::size_t m) const;
 
   Device& device_;
@@ -149,6 +192,12 @@ class ParamCoordinator {
   const char* trainableShard_;
   const char* frozenShard_;
   std::uint64_t trainableShardCount_, frozenShardCount_;
+  ParamShardStore* trainableStore_;
+  ParamShardStore* frozenStore_;
+  std::vector<Staging> staging_;
+  std::size_t frozenStagingAt_ = 0;  // where a module's frozen piece starts in its buffer
+  std::uint64_t posts_ = 0;
+  std::string ioFailure_;
   CoordinatorOptions options_;
   std::size_t es_;
   int world_, rank_;

@@ -1,12 +1,15 @@
 #include "partition/placement.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/shard.h"
 
 namespace zrt {
 
 std::uint64_t ModelStatePlacement::bytes() const {
-  return parameters.bytes() + frozenParameters.bytes() + gradients.bytes() +
+  return parameters.bytes() + frozenParameters.bytes() + parametersInCpu.bytes() +
+         frozenParametersInCpu.bytes() + gradients.bytes() +
          gradientHostShard.bytes() + gradientAccumulator.bytes() + masterWeights.bytes() +
          static_cast<std::uint64_t>(optimizer.moments) * moment.bytes();
 }
@@ -47,6 +50,21 @@ ModelStatePlacement placeModelStates(const ModelStateOptions& o, std::uint64_t t
   const bool shardP = rules.shardParameters;
   m.parameters = {shardP ? pad.trainableShard : pad.trainable, p, paramPlace, shardP};
   m.frozenParameters = {shardP ? pad.frozenShard : pad.frozen, p, paramPlace, shardP};
+  if (o.offloadParam == OffloadDevice::Nvme) {
+    const MemPlace cpu = offloadPlace(OffloadDevice::Cpu, o.pinParam);
+    // A split inside a buffer falls on a 4 KiB boundary, where a direct (O_DIRECT) transfer of
+    // the NVMe part can start.
+    const std::uint64_t block = 4096 / p;
+    auto inCpu = [&](std::uint64_t budget, std::uint64_t elements) {
+      return budget >= elements ? elements : budget - budget % block;
+    };
+    const std::uint64_t t = inCpu(o.maxInCpu, m.parameters.elements);
+    const std::uint64_t f = inCpu(o.maxInCpu - t, m.frozenParameters.elements);
+    m.parametersInCpu = {t, p, cpu, shardP};
+    m.frozenParametersInCpu = {f, p, cpu, shardP};
+    m.parameters.elements -= t;
+    m.frozenParameters.elements -= f;
+  }
 
   // Gradients: stage 0-1 accumulate the whole buffer on the device (reduced once per step);
   // stage 2-3 keep only the shard, which moves to pinned host memory when the optimizer runs

@@ -30,6 +30,10 @@ struct ModelStateOptions {
   bool pinOptimizer = false;  // offload_optimizer.pin_memory: page-locked host memory
   OffloadDevice offloadParam = OffloadDevice::None;
   bool pinParam = false;  // offload_param.pin_memory
+  // offload_param.max_in_cpu with device nvme: elements of the rank's parameter shard that stay
+  // in host memory (the first ones, trainable before frozen); the rest go to NVMe. 0 here (every
+  // parameter on NVMe); modelStateOptions() takes the config's value (DeepSpeed's default 1e9).
+  std::uint64_t maxInCpu = 0;
   int accumulationSteps = 1;  // gradient_accumulation_steps
 };
 
@@ -58,6 +62,9 @@ struct ModelStatePlacement {
   OptimizerStateSpec optimizer;
   StatePlacement parameters;         // trainable, in the training dtype
   StatePlacement frozenParameters;   // by the same rule
+  // offload_param nvme: the first elements of each shard kept in host memory (max_in_cpu); the
+  // two above then hold only the rest, on NVMe.
+  StatePlacement parametersInCpu, frozenParametersInCpu;
   StatePlacement gradients;          // on the device
   StatePlacement gradientHostShard;  // pinned host, with the optimizer offloaded
   StatePlacement gradientAccumulator;  // fp32 sum of the micro-steps (16-bit, accumulation > 1)
@@ -71,7 +78,9 @@ struct ModelStatePlacement {
 MemPlace offloadPlace(OffloadDevice d, bool pinned);
 
 // The rule, with `trainable` and `frozen` the unpadded parameter counts (Ψ and Φ):
-//   parameters   Ψ' (stages 0-2) or Ψ'/N (stage 3), where offload_param puts them; frozen alike
+//   parameters   Ψ' (stages 0-2) or Ψ'/N (stage 3), where offload_param puts them; frozen alike;
+//                with offload_param nvme the first max_in_cpu elements (trainable first) stay in
+//                host memory, pinned by pin_memory
 //   gradients    Ψ' on the device (stages 0-1) or Ψ'/N (stages 2-3); with offload_optimizer the
 //                shard Ψ'/N lives in pinned host memory instead, and stage 1 keeps the device
 //                buffer as well (it accumulates there, the host shard receives the reduced part)

@@ -19,6 +19,7 @@
 #include "core/timing.h"
 #include "partition/model_states.h"
 #include "partition/param_coordinator.h"
+#include "partition/param_store.h"
 #include "offload/aio_options.h"
 #include "offload/offload_engine.h"
 #include "offload/pinned_buffer_pool.h"
@@ -162,7 +163,10 @@ struct Engine::Impl {
   std::unique_ptr<offload::PinnedBufferPool> swapBuffers;
   std::unique_ptr<offload::OffloadEngine> io;
   std::unique_ptr<offload::SwapSpace> swapSpace;
+  std::unique_ptr<offload::SwapSpace> paramSwapSpace;  // offload_param's own nvme_path
   std::unique_ptr<ModelStates> states;
+  // offload_param nvme: the trainable and frozen shards, part in host memory, part on NVMe.
+  std::unique_ptr<ParamShardStore> trainableStore, frozenStore;
   std::unique_ptr<OptimizerSwapper> swapper;
   std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
   std::unique_ptr<comm::GradientBucketer> bucketer;
@@ -248,10 +252,14 @@ void Engine::Impl::validate() {
     ZRT_THROW(InvalidArgument, "engine: zero_optimization.stage ", stage, " in ", config.source,
               " is not a ZeRO stage; the engine runs stages 0, 1, 2 and 3");
   const auto& zero = config.zero_optimization;
-  if (zero.offload_param.device == OffloadDevice::Nvme)
+  if (zero.offload_param.device == OffloadDevice::Nvme && zero.offload_param.nvme_path.empty())
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
-              " asks for zero_optimization.offload_param.device nvme, which this engine does not "
-              "run yet (offload_param cpu and offload_optimizer cpu/nvme run)");
+              ": zero_optimization.offload_param.nvme_path is required with device nvme");
+  // The updated shard reaches NVMe from the offloaded optimizer's host shard; an optimizer on
+  // the device would have to bring it down first for nothing.
+  if (zero.offload_param.device == OffloadDevice::Nvme && zero.offload_optimizer.device == OffloadDevice::None)
+    ZRT_THROW(InvalidArgument, "engine: ", config.source,
+              ": offload_param.device nvme needs offload_optimizer.device cpu or nvme");
   if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.offload_optimizer.nvme_path.empty())
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
               ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");
@@ -331,9 +339,23 @@ void Engine::Impl::layOut() {
     swapSpace = std::make_unique<offload::SwapSpace>(
         std::vector<std::filesystem::path>(off.nvme_path.begin(), off.nvme_path.end()), device.ledger(), rank);
   }
+  const OffloadParamConfig& offParam = config.zero_optimization.offload_param;
+  if (offParam.device == OffloadDevice::Nvme) {
+    if (!io) io = std::make_unique<offload::OffloadEngine>(offload::aioOptionsFrom(config.aio));
+    if (!swapSpace || offParam.nvme_path != off.nvme_path)
+      paramSwapSpace = std::make_unique<offload::SwapSpace>(
+          std::vector<std::filesystem::path>(offParam.nvme_path.begin(), offParam.nvme_path.end()),
+          device.ledger(), rank);
+  }
   states = std::make_unique<ModelStates>(device, std::move(tensors), o, swapSpace.get(),
-                                         io ? io->fileOptions() : offload::FileOpenOptions{});
-  if (io) {
+                                         io ? io->fileOptions() : offload::FileOpenOptions{},
+                                         paramSwapSpace ? paramSwapSpace.get() : swapSpace.get());
+  if (offParam.device == OffloadDevice::Nvme) {
+    trainableStore = std::make_unique<ParamShardStore>(*io, states->parametersInCpu(), states->parameters(), dtype);
+    frozenStore = std::make_unique<ParamShardStore>(*io, states->frozenParametersInCpu(),
+                                                    states->frozenParameters(), dtype);
+  }
+  if (off.device == OffloadDevice::Nvme) {
     std::vector<const offload::SwapFile*> files;
     if (states->masterWeights()) files.push_back(states->masterWeights().swapFile());
     for (const StateBuffer& m : states->moments()) files.push_back(m.swapFile());
@@ -356,11 +378,23 @@ void Engine::Impl::layOut() {
 
 void Engine::Impl::initialise() {
   for (const StateBuffer* b : {&states->parameters(), &states->frozenParameters(),
+                               &states->parametersInCpu(), &states->frozenParametersInCpu(),
                                &states->gradients(), &states->gradientHostShard(),
                                &states->masterWeights()})
     if (b->data()) std::memset(b->data(), 0, b->bytes());
   for (const StateBuffer& b : states->moments())
     if (b.data()) std::memset(b.data(), 0, b.bytes());
+  // With the parameters on NVMe the shards are built in memory once, here, then written out.
+  std::vector<char> built[2];
+  char* shards[2] = {static_cast<char*>(states->parameters().data()),
+                     static_cast<char*>(states->frozenParameters().data())};
+  if (trainableStore) {
+    const ParamShardStore* stores[2] = {trainableStore.get(), frozenStore.get()};
+    for (int k = 0; k < 2; ++k) {
+      built[k].assign(stores[k]->count() * es, 0);
+      shards[k] = built[k].data();
+    }
+  }
   std::vector<float> values;
   for (const ParamInfo& p : params) {
     values.assign(p.numel, 0.f);
@@ -372,22 +406,27 @@ void Engine::Impl::initialise() {
     }
     // Stage 3 keeps only this rank's piece of each parameter.
     const FlatLayout& layout = p.spec->trainable ? states->trainableLayout() : states->frozenLayout();
-    const StateBuffer& shard = p.spec->trainable ? states->parameters() : states->frozenParameters();
+    char* shard = shards[p.spec->trainable ? 0 : 1];
     const ShardPiece piece = pieceInShard(p.offset, p.numel, layout.shard);
     for (std::uint64_t i = 0; i < piece.count; ++i)
-      comm::storeElement(dtype, shard.data(), piece.inShard + i, values[piece.inTensor + i]);
+      comm::storeElement(dtype, shard, piece.inShard + i, values[piece.inTensor + i]);
   }
+  const char* trainableShard = stage >= 3 ? shards[0] : paramShard();
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
   if (states->masterWeights().data()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
-    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, paramShard(), i);
+    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, trainableShard, i);
   } else if (swapper) {  // on NVMe: written sub-group by sub-group, the moments zero
     swapper->fill([&](const OptimizerSwapper::Window& w) {
-      for (std::uint64_t i = 0; i < w.count; ++i) w.states[0][i] = comm::loadElement(dtype, paramShard(), w.begin + i);
+      for (std::uint64_t i = 0; i < w.count; ++i) w.states[0][i] = comm::loadElement(dtype, trainableShard, w.begin + i);
       for (std::size_t k = 1; k < w.states.size(); ++k) std::fill(w.states[k], w.states[k] + w.count, 0.0f);
     });
     swapper->takeStats();
+  }
+  if (trainableStore) {
+    trainableStore->writeAll(built[0].data());
+    frozenStore->writeAll(built[1].data());
   }
 }
 
@@ -455,10 +494,14 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
     o.dtype = e.dtype;
     std::string failure;
     try {
+      const auto& offParam = z.offload_param;
+      o.stagingBuffers = offParam.buffer_count;
+      o.stagingBufferElements = static_cast<std::uint64_t>(std::max<std::int64_t>(1, offParam.buffer_size));
       e.coordinator = std::make_unique<ParamCoordinator>(
-          device, e.gatherLane ? *e.gatherLane : comm, e.moduleRanges, e.states->parameters().data(),
-          e.states->trainableLayout().shard.count, e.states->frozenParameters().data(),
-          e.states->frozenLayout().shard.count, o);
+          device, e.gatherLane ? *e.gatherLane : comm, e.moduleRanges,
+          ShardSource{e.states->parameters().data(), e.states->trainableLayout().shard.count, e.trainableStore.get()},
+          ShardSource{e.states->frozenParameters().data(), e.states->frozenLayout().shard.count, e.frozenStore.get()},
+          o);
     } catch (const std::exception& ex) {
       failure = ex.what();
     }
@@ -617,10 +660,12 @@ void Engine::endMicroStep() {
   double waitedInBackward = e.reducing ? e.bucketer->exposedSeconds() : 0.0;
   if (e.coordinator) {
     const FetchCounts c = e.coordinator->takeCounts();
-    waitedInBackward += c.waitedSeconds;
+    waitedInBackward += c.waitedSeconds + c.readWaitSeconds;
     e.fetches.onDemand += c.onDemand;
     e.fetches.prefetched += c.prefetched;
     e.fetches.reused += c.reused;
+    e.fetches.readAhead += c.readAhead;
+    e.fetches.readWaitSeconds += c.readWaitSeconds;
     const std::string open = e.coordinator->unreleased();
     if (!open.empty()) e.misused(open);
   }
@@ -634,6 +679,10 @@ void Engine::endMicroStep() {
       widenInto(e.dtype, e.gradBase(), e.accumulator(), e.states->trainableLayout().shard.count,
                 /*add=*/thisMicro > 0);
   }
+  // A parameter read from NVMe that failed on any rank fails the micro-step on every rank (the
+  // gathers went on, so nobody waits; the step's values are not used).
+  if (e.trainableStore)
+    throwIfAnyRankFailed<PeerError>(e.comm, e.coordinator->takeIoFailure(), "engine: reading parameters failed:");
   e.agreeNoMisuse();
   if (e.coordinator) e.coordinator->endPass();
   e.commSeconds += waitedInBackward + secondsSince(t0);
@@ -666,6 +715,10 @@ void Engine::Impl::runOptimizer(double gradScale) {
 void Engine::Impl::copyUpdateUp() {
   const ShardRange& shard = states->trainableLayout().shard;
   if (!optimizerOffloaded() || shard.count == 0) return;
+  if (trainableStore) {  // offload_param nvme: the shard goes back to its file (and host part)
+    trainableStore->writeAll(hostShard());
+    return;
+  }
   device.copyAsync(paramShard(), hostShard(), shard.count * es, *copyStream);
   copyStream->synchronize();
 }
@@ -774,8 +827,22 @@ StepReport Engine::step() {
     } else {
       e.runOptimizer(optim::gradMultiplier(scale, clip));
     }
-    e.copyUpdateUp();
-    if (e.swapper) r.ioSeconds = e.swapper->takeStats().ioWaitSeconds;
+    if (e.trainableStore) {
+      // A write that fails on one rank leaves that rank's shard file half updated: every rank
+      // stops here with the error (file and offset), before any gathers from the new shards.
+      const auto tw = Clock::now();
+      std::string failure;
+      try {
+        e.copyUpdateUp();
+      } catch (const std::exception& ex) {
+        failure = ex.what();
+      }
+      throwIfAnyRankFailed<PeerError>(e.comm, failure, "engine: writing the updated parameters to NVMe failed:");
+      r.ioSeconds += secondsSince(tw);
+    } else {
+      e.copyUpdateUp();
+    }
+    if (e.swapper) r.ioSeconds += e.swapper->takeStats().ioWaitSeconds;
     ++e.taken;
     if (e.gatherer) {
       const auto tg = Clock::now();
@@ -800,6 +867,8 @@ StepReport Engine::step() {
   r.gathersOnDemand = e.fetches.onDemand;
   r.gathersPrefetched = e.fetches.prefetched;
   r.gathersReused = e.fetches.reused;
+  r.paramReadsAhead = e.fetches.readAhead;
+  r.paramReadWaitSeconds = e.fetches.readWaitSeconds;
   e.fetches = {};
   e.commSeconds = e.computeSeconds = 0;
   return r;
@@ -816,10 +885,22 @@ std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param
   if (!base) {  // stage 3: gather the parameter's pieces from every rank's shard
     const FlatLayout& layout = p.spec->trainable ? e.states->trainableLayout() : e.states->frozenLayout();
     const StateBuffer& shard = p.spec->trainable ? e.states->parameters() : e.states->frozenParameters();
+    const char* local = static_cast<const char*>(shard.data());
+    std::vector<char> read;  // offload_param nvme: the shard, read whole
+    if (ParamShardStore* store = p.spec->trainable ? e.trainableStore.get() : e.frozenStore.get()) {
+      read.resize(store->count() * e.es + 1);
+      std::string failure;
+      try {
+        store->readAll(read.data());
+      } catch (const std::exception& ex) {
+        failure = ex.what();
+      }
+      throwIfAnyRankFailed<PeerError>(e.comm, failure, "engine: reading parameters failed:");
+      local = read.data();
+    }
     const GatherPieces g = gatherPieces(p.offset, p.numel, layout.shard.count, e.world, e.rank);
     gathered.resize(p.numel * e.es);
-    e.comm.allGather(static_cast<const char*>(shard.data()) + g.sendOffset * e.es, gathered.data(),
-                     g.counts, e.dtype, g.displs);
+    e.comm.allGather(local + g.sendOffset * e.es, gathered.data(), g.counts, e.dtype, g.displs);
     base = gathered.data();
   }
   for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(e.dtype, base, i);
@@ -829,9 +910,28 @@ std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param
 // ---- Checkpoints: the engine as runtime/checkpoint/ sees it (engine.h, "Checkpoints"). ----
 
 struct CheckpointAccess {
-  static checkpoint::EngineView view(Engine& engine) {
+  // offload_param nvme: the shards, read into memory for one save or load.
+  struct ParamCopies {
+    std::vector<char> shards[2];
+  };
+
+  static checkpoint::EngineView view(Engine& engine, ParamCopies& copies) {
     Engine::Impl& e = *engine.impl_;
     checkpoint::EngineView v;
+    ParamShardStore* stores[2] = {e.trainableStore.get(), e.frozenStore.get()};
+    if (stores[0]) {
+      std::string failure;
+      try {
+        for (int k = 0; k < 2; ++k) {
+          copies.shards[k].resize(stores[k]->count() * e.es + 1);
+          stores[k]->readAll(copies.shards[k].data());
+          v.paramShards[k] = copies.shards[k].data();
+        }
+      } catch (const std::exception& ex) {
+        failure = ex.what();
+      }
+      throwIfAnyRankFailed<PeerError>(e.comm, failure, "checkpoint: reading parameters from NVMe failed:");
+    }
     v.comm = &e.comm;
     v.world = e.world;
     v.rank = e.rank;
@@ -852,19 +952,31 @@ struct CheckpointAccess {
     v.micro = e.micro;
     v.accumulation = e.accumulation;
     v.inMicro = e.inMicro;
-    if (e.coordinator) v.parametersChanged = [&e] { e.coordinator->refresh(); };
+    if (e.coordinator)
+      v.parametersChanged = [&e, &copies] {
+        if (e.trainableStore) {
+          e.trainableStore->writeAll(copies.shards[0].data());
+          e.frozenStore->writeAll(copies.shards[1].data());
+        }
+        e.coordinator->refresh();
+      };
     return v;
   }
 };
 
 void Engine::save(const std::string& dir, const std::string& tag) {
-  checkpoint::save(CheckpointAccess::view(*this), dir, tag);
+  CheckpointAccess::ParamCopies copies;
+  checkpoint::save(CheckpointAccess::view(*this, copies), dir, tag);
 }
 
 void Engine::load(const std::string& dir, const std::string& tag) {
-  checkpoint::load(CheckpointAccess::view(*this), dir, tag);
+  CheckpointAccess::ParamCopies copies;
+  checkpoint::load(CheckpointAccess::view(*this, copies), dir, tag);
 }
 
-void Engine::loadWeights(const std::string& path) { checkpoint::loadWeights(CheckpointAccess::view(*this), path); }
+void Engine::loadWeights(const std::string& path) {
+  CheckpointAccess::ParamCopies copies;
+  checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path);
+}
 
 }  // namespace zrt

@@ -59,12 +59,17 @@ struct StepReport {
   double computeSeconds = 0;    // the caller's forward and backward
   double commSeconds = 0;       // communication the caller waited for (not hidden)
   double optimizerSeconds = 0;  // the optimizer and the parameter gather
-  double ioSeconds = 0;         // of the optimizer's time: waiting on NVMe (offload_optimizer nvme)
+  double ioSeconds = 0;         // of the optimizer's time: waiting on NVMe (offload_optimizer nvme,
+                                // and writing the updated shard with offload_param nvme)
   // Stage 3: module fetches that waited for a gather posted only then (on demand), that found
   // their gather posted ahead by the trace (prefetched), and that found a kept copy (reused).
   std::int64_t gathersOnDemand = 0;
   std::int64_t gathersPrefetched = 0;
   std::int64_t gathersReused = 0;
+  // offload_param nvme: modules whose NVMe reads started before their gather was due, and the
+  // time fetches waited for reads (part of commSeconds' waits in forward and backward).
+  std::int64_t paramReadsAhead = 0;
+  double paramReadWaitSeconds = 0;
 };
 
 class Engine {

@@ -48,7 +48,8 @@ std::vector<LocalState> localStates(const EngineView& v) {
   const FlatLayout& f = s.frozenLayout();
   std::vector<LocalState> out;
   auto params = [&](const char* name, bool trainable, const StateBuffer& b, const FlatLayout& l) {
-    LocalState x{name, trainable, v.dtype, static_cast<char*>(b.data()), nullptr, l.numel, 0, l.numel};
+    char* data = v.paramShards[trainable ? 0 : 1] ? v.paramShards[trainable ? 0 : 1] : static_cast<char*>(b.data());
+    LocalState x{name, trainable, v.dtype, data, nullptr, l.numel, 0, l.numel};
     if (v.stage >= 3) {
       x.holdBegin = l.shard.begin;
       x.holdCount = l.shard.valid;

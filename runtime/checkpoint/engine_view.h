@@ -39,6 +39,10 @@ struct EngineView {
   // those are copied file to file through it, a chunk at a time.
   offload::OffloadEngine* io = nullptr;
   std::vector<Param> params;
+  // offload_param nvme: the parameter shards (trainable, frozen) read into memory for this save
+  // or load, in place of states->parameters()/frozenParameters(), which are then swap files; a
+  // load writes them back in parametersChanged.
+  char* paramShards[2] = {nullptr, nullptr};
   std::string optimizer;                 // "adam", "adamw", "sgd"
   std::vector<std::string> momentNames;  // one per states->moments()
   LossScaler* scaler = nullptr;

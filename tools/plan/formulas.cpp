@@ -89,6 +89,8 @@ PlanLedger modelStateBytes(const ModelStatePlacement& m) {
   };
   add(Purpose::Parameters, m.parameters);
   add(Purpose::Parameters, m.frozenParameters);
+  add(Purpose::Parameters, m.parametersInCpu);
+  add(Purpose::Parameters, m.frozenParametersInCpu);
   add(Purpose::Gradients, m.gradients);
   add(Purpose::Gradients, m.gradientHostShard);
   add(Purpose::Gradients, m.gradientAccumulator);
