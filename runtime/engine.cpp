@@ -858,13 +858,21 @@ struct CheckpointAccess {
 };
 
 void Engine::save(const std::string& dir, const std::string& tag) {
-  checkpoint::save(CheckpointAccess::view(*this), dir, tag);
+  checkpoint::save(CheckpointAccess::view(*this), dir, tag, nlohmann::json::object());
+}
+
+void Engine::save(const std::string& dir, const std::string& tag, const nlohmann::json& metadata) {
+  checkpoint::save(CheckpointAccess::view(*this), dir, tag, metadata);
 }
 
 void Engine::load(const std::string& dir, const std::string& tag) {
   checkpoint::load(CheckpointAccess::view(*this), dir, tag);
 }
 
-void Engine::loadWeights(const std::string& path) { checkpoint::loadWeights(CheckpointAccess::view(*this), path); }
+void Engine::loadWeights(const std::string& path) { checkpoint::loadWeights(CheckpointAccess::view(*this), path, {}); }
+
+void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing) {
+  checkpoint::loadWeights(CheckpointAccess::view(*this), path, mayBeMissing);
+}
 
 }  // namespace zrt
