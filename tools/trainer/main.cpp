@@ -133,6 +133,20 @@ void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
   }
 }
 
+// With LoRA on: a checkpoint directory whose adapters were trained with other LoRA settings is
+// refused (checkpoint_metadata.h). A file, or a path that is no checkpoint, is left to the
+// engine, which reports it with everything else that does not match.
+void checkAdapters(const Run& run, const std::string& path, const std::string& flag) {
+  if (!run.lora.enabled() || !checkpoint::isDirectory(path)) return;
+  nlohmann::json metadata;
+  try {
+    metadata = checkpointMetadataAt(path);
+  } catch (const std::exception& e) {
+    ZRT_THROW(InvalidArgument, flag, " ", path, ": ", e.what());
+  }
+  checkLoraMatches(metadata, run.lora, flag + " " + path);
+}
+
 void setUp(Run& run) {
   const Options& o = run.options;
   run.lora = loraConfigOf(o);
@@ -151,11 +165,9 @@ void setUp(Run& run) {
     if (o.resume) {
       run.resumeFrom = findResumePoint(resumeDirectory(o));
       run.startStep = run.resumeFrom->stepsDone;
-      checkLoraMatches(checkpointMetadataAt(resumeDirectory(o)), run.lora, "--resume " + resumeDirectory(o));
+      checkAdapters(run, resumeDirectory(o), "--resume");
     }
-    // A missing --init-from is the engine's to report (with the rest of what does not match).
-    if (!o.initFrom.empty() && checkpoint::isDirectory(o.initFrom))
-      checkLoraMatches(checkpointMetadataAt(o.initFrom), run.lora, "--init-from " + o.initFrom);
+    if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
     if (!o.saveDir.empty() && run.comm->rank() == 0)
       checkSaveDir(o.saveDir, o.saveEvery, run.startStep, o.steps);
     if (!o.jsonLog.empty() && run.comm->rank() == 0) {
