@@ -965,8 +965,12 @@ struct CheckpointAccess {
 };
 
 void Engine::save(const std::string& dir, const std::string& tag) {
+  save(dir, tag, nlohmann::json::object());
+}
+
+void Engine::save(const std::string& dir, const std::string& tag, const nlohmann::json& metadata) {
   CheckpointAccess::ParamCopies copies;
-  checkpoint::save(CheckpointAccess::view(*this, copies), dir, tag);
+  checkpoint::save(CheckpointAccess::view(*this, copies), dir, tag, metadata);
 }
 
 void Engine::load(const std::string& dir, const std::string& tag) {
@@ -974,9 +978,11 @@ void Engine::load(const std::string& dir, const std::string& tag) {
   checkpoint::load(CheckpointAccess::view(*this, copies), dir, tag);
 }
 
-void Engine::loadWeights(const std::string& path) {
+void Engine::loadWeights(const std::string& path) { loadWeights(path, {}); }
+
+void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing) {
   CheckpointAccess::ParamCopies copies;
-  checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path);
+  checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path, mayBeMissing);
 }
 
 }  // namespace zrt

@@ -122,12 +122,20 @@ class Engine {
   // Writes the whole training state to <dir>/<tag> atomically and points <dir>/latest at it.
   // Collective; only at an accumulation boundary (before beginMicroStep or after step()).
   void save(const std::string& dir, const std::string& tag);
+  // The same, with the training program's own `metadata` (a JSON object: what it needs to read
+  // the model back, such as LoRA settings) stored verbatim in the manifest (docs/checkpoint.md,
+  // "metadata"). Every rank passes it; rank 0's is written.
+  void save(const std::string& dir, const std::string& tag, const nlohmann::json& metadata);
   // Resumes from <dir>/<tag> ("" or "latest": the tag <dir>/latest names), saved with any world
   // size and stage; the model, dtype and optimizer must match. Collective.
   void load(const std::string& dir, const std::string& tag);
   // Parameters (and master weights) only, by name, from a checkpoint directory (<dir>/<tag>, or
   // <dir> with a latest pointer) or a safetensors file. Collective.
   void loadWeights(const std::string& path);
+  // The same, except that the parameters named in `mayBeMissing` ("<module>/<param>") may be
+  // absent from the source: those keep their current values (a LoRA adapter's initialisation
+  // over a base model's weights). Present, they are loaded like the rest.
+  void loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing);
 
  private:
   friend struct CheckpointAccess;

@@ -222,6 +222,7 @@ void verifySpread(comm::Communicator& comm, const CheckpointReader& r, Wanted wa
 // A parameter source for loadWeights: values of parameter `name` as a dtype, and as fp32 master.
 struct WeightSource {
   std::string describe;
+  std::function<bool(const EngineView::Param&)> has;  // false: absent (allowed), left as it is
   std::function<void(const EngineView::Param&, std::uint64_t, std::uint64_t, DType, void*)> values;
   std::function<void(const EngineView::Param&, std::uint64_t, std::uint64_t, float*)> master;
 };
@@ -242,6 +243,7 @@ void fillWeights(const EngineView& v, const WeightSource& src) {
     masterBase = swapped.data();
   }
   for (const EngineView::Param& p : v.params) {
+    if (!src.has(p)) continue;
     const LocalState& s = p.trainable ? *trainable : *frozen;
     const auto [lo, hi] = overlap(p.offset, p.numel, s.holdBegin, s.holdCount);
     if (hi > lo) src.values(p, lo - p.offset, hi - lo, v.dtype, s.data + (lo - s.holdBegin) * dtypeSize(v.dtype));
@@ -262,8 +264,9 @@ struct NamedShape {
 };
 
 // Missing, extra and reshaped names between what a source has and what the engine registered.
+// Engine names in `mayBeMissing` are not reported when the source lacks them.
 std::vector<std::string> nameDifferences(const std::vector<NamedShape>& source, const std::vector<NamedShape>& engine,
-                                         const std::string& sourceName) {
+                                         const std::string& sourceName, const std::set<std::string>& mayBeMissing = {}) {
   std::vector<std::string> out;
   std::map<std::string, const NamedShape*> byName;
   for (const NamedShape& s : source) byName[s.name] = &s;
@@ -271,8 +274,10 @@ std::vector<std::string> nameDifferences(const std::vector<NamedShape>& source, 
   for (const NamedShape& e : engine) {
     auto it = byName.find(e.name);
     seen.insert(e.name);
-    if (it == byName.end())
-      out.push_back("'" + e.name + "' " + shapeText(e.shape) + ": missing from the " + sourceName);
+    if (it == byName.end()) {
+      if (!mayBeMissing.count(e.name))
+        out.push_back("'" + e.name + "' " + shapeText(e.shape) + ": missing from the " + sourceName);
+    }
     else if (it->second->shape != e.shape)
       out.push_back("'" + e.name + "': shape " + shapeText(it->second->shape) + " in the " + sourceName + ", " +
                     shapeText(e.shape) + " in this model");
@@ -293,7 +298,8 @@ std::vector<std::string> nameDifferences(const std::vector<NamedShape>& source, 
 
 std::string safetensorsName(const std::string& module, const std::string& param) { return module + "." + param; }
 
-std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& v, bool exact) {
+std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& v, bool exact,
+                                          const std::vector<std::string>& mayBeMissing) {
   std::vector<std::string> out;
   if (exact && m.dtype != v.dtype)
     out.push_back(detail::cat("training dtype: ", nameOf(m.dtype), " in the checkpoint, ", nameOf(v.dtype),
@@ -301,7 +307,8 @@ std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& v
   std::vector<NamedShape> source, engine;
   for (const ManifestParam& p : m.params) source.push_back({p.fullName(), p.shape});
   for (const EngineView::Param& p : v.params) engine.push_back({p.module + "/" + p.name, p.shape});
-  for (std::string& d : nameDifferences(source, engine, "checkpoint")) out.push_back(std::move(d));
+  const std::set<std::string> optional(mayBeMissing.begin(), mayBeMissing.end());
+  for (std::string& d : nameDifferences(source, engine, "checkpoint", optional)) out.push_back(std::move(d));
   if (!exact) return out;
   for (const EngineView::Param& p : v.params) {
     const ManifestParam* q = m.param(p.module + "/" + p.name);
@@ -324,11 +331,13 @@ std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& v
   return out;
 }
 
-void save(const EngineView& v, const std::string& dir, const std::string& tag) {
+void save(const EngineView& v, const std::string& dir, const std::string& tag, const json& metadata) {
   comm::Communicator& comm = *v.comm;
   const std::string what = "checkpoint: cannot save '" + tag + "' in " + dir + ":";
   runAgreed(comm, what, [&] {
     checkTagName(tag);
+    if (!metadata.is_object())
+      ZRT_THROW(InvalidArgument, "checkpoint: metadata must be a JSON object, got ", metadata.type_name());
     if (v.inMicro || v.micro != 0)
       ZRT_THROW(InvalidArgument, "checkpoint: save between accumulation boundaries (", v.micro, " of ", v.accumulation,
                 " micro-steps of this step done", v.inMicro ? ", one still open" : "",
@@ -387,6 +396,7 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag) {
     bool renamed = false;
     try {
       Manifest m = manifestOf(v, tag);
+      m.metadata = metadata;
       for (std::size_t r = 0; r < lists.size(); ++r)
         for (const json& f : json::parse(lists[r])) m.files.push_back(fileFromJson(f, "rank " + std::to_string(r) + "'s file list"));
       const json j = toJson(m);
@@ -462,7 +472,7 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
   if (v.parametersChanged) v.parametersChanged();
 }
 
-void loadWeights(const EngineView& v, const std::string& path) {
+void loadWeights(const EngineView& v, const std::string& path, const std::vector<std::string>& mayBeMissing) {
   comm::Communicator& comm = *v.comm;
   const std::string what = "checkpoint: cannot load weights from " + path + " (nothing was loaded):";
   std::unique_ptr<CheckpointReader> ckpt;
@@ -473,7 +483,7 @@ void loadWeights(const EngineView& v, const std::string& path) {
     if (isDirectory(path)) {
       const std::string dir = pathExists(joinPath(path, kManifestName)) ? path : joinPath(path, resolveTag(path, ""));
       ckpt = std::make_unique<CheckpointReader>(dir);
-      const std::vector<std::string> diffs = modelDifferences(ckpt->manifest(), v, /*exact=*/false);
+      const std::vector<std::string> diffs = modelDifferences(ckpt->manifest(), v, /*exact=*/false, mayBeMissing);
       if (!diffs.empty()) throwDifferences(joinPath(dir, kManifestName), diffs);
       return;
     }
@@ -481,8 +491,13 @@ void loadWeights(const EngineView& v, const std::string& path) {
     st = std::make_unique<SafetensorsReader>(path);
     std::vector<NamedShape> source, engine;
     for (const SafetensorsTensor& t : st->tensors()) source.push_back({t.name, t.shape});
-    for (const EngineView::Param& p : v.params) engine.push_back({safetensorsName(p.module, p.name), p.shape});
-    const std::vector<std::string> diffs = nameDifferences(source, engine, "safetensors file");
+    std::set<std::string> optional;
+    for (const EngineView::Param& p : v.params) {
+      engine.push_back({safetensorsName(p.module, p.name), p.shape});
+      if (std::find(mayBeMissing.begin(), mayBeMissing.end(), p.module + "/" + p.name) != mayBeMissing.end())
+        optional.insert(safetensorsName(p.module, p.name));
+    }
+    const std::vector<std::string> diffs = nameDifferences(source, engine, "safetensors file", optional);
     if (!diffs.empty()) throwDifferences(path, diffs);
   });
 
@@ -491,6 +506,7 @@ void loadWeights(const EngineView& v, const std::string& path) {
     verifySpread(comm, *ckpt, [](const ManifestFile& f) {
       return f.state == "params" || f.state == "frozen_params" || f.state == "master";
     });
+    src.has = [&](const EngineView::Param& p) { return ckpt->manifest().param(p.module + "/" + p.name) != nullptr; };
     src.values = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, DType t, void* out) {
       ckpt->readParameter(*ckpt->manifest().param(p.module + "/" + p.name), b, n, t, out);
     };
@@ -498,6 +514,7 @@ void loadWeights(const EngineView& v, const std::string& path) {
       ckpt->readParameterMaster(*ckpt->manifest().param(p.module + "/" + p.name), b, n, out);
     };
   } else {
+    src.has = [&](const EngineView::Param& p) { return st->find(safetensorsName(p.module, p.name)) != nullptr; };
     src.values = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, DType t, void* out) {
       st->read(*st->find(safetensorsName(p.module, p.name)), b, n, t, out);
     };

@@ -15,7 +15,8 @@
 // over the ranks, before anything in the engine is overwritten.
 //
 // loadWeights() fills the parameters (and master weights) only, matching by name, from a ZRT
-// checkpoint directory or a safetensors file (names "<module>.<param>"), converting dtypes.
+// checkpoint directory or a safetensors file (names "<module>.<param>"), converting dtypes; the
+// parameters named in `mayBeMissing` ("<module>/<param>") may be absent and then keep their values.
 //
 // All three are collective; an error on one rank is thrown on every rank.
 #pragma once
@@ -28,15 +29,18 @@
 
 namespace zrt::checkpoint {
 
-void save(const EngineView& engine, const std::string& dir, const std::string& tag);
+// `metadata` (a JSON object, possibly empty) goes verbatim into the manifest's "metadata".
+void save(const EngineView& engine, const std::string& dir, const std::string& tag, const nlohmann::json& metadata);
 void load(const EngineView& engine, const std::string& dir, const std::string& tag);
-void loadWeights(const EngineView& engine, const std::string& path);
+void loadWeights(const EngineView& engine, const std::string& path, const std::vector<std::string>& mayBeMissing);
 
 // The name a parameter has in a safetensors file: "<module>.<param>", Hugging Face's style.
 std::string safetensorsName(const std::string& module, const std::string& param);
 
 // One line per difference between the checkpoint's model and the engine's (missing, extra,
 // shape; with `exact` also trainable/frozen, registration order, dtype and optimizer state).
-std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& engine, bool exact);
+// Parameters in `mayBeMissing` ("<module>/<param>") are not differences when absent.
+std::vector<std::string> modelDifferences(const Manifest& m, const EngineView& engine, bool exact,
+                                          const std::vector<std::string>& mayBeMissing = {});
 
 }  // namespace zrt::checkpoint

@@ -95,7 +95,8 @@ json toJson(const Manifest& m) {
           {"buffers", {{"trainable", {{"numel", m.trainableNumel}}}, {"frozen", {{"numel", m.frozenNumel}}}}},
           {"parameters", params},
           {"states", states},
-          {"files", files}};
+          {"files", files},
+          {"metadata", m.metadata}};
 }
 
 Manifest manifestFromJson(const json& j, const std::string& source) {
@@ -125,6 +126,13 @@ Manifest manifestFromJson(const json& j, const std::string& source) {
   const json buffers = get<json>(j, "buffers", source);
   m.trainableNumel = get<std::uint64_t>(get<json>(buffers, "trainable", source), "numel", source);
   m.frozenNumel = get<std::uint64_t>(get<json>(buffers, "frozen", source), "numel", source);
+
+  // Absent from checkpoints saved before it existed: those read as an empty object.
+  if (j.contains("metadata")) {
+    m.metadata = j.at("metadata");
+    if (!m.metadata.is_object())
+      ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key 'metadata' is not a JSON object");
+  }
 
   std::set<std::string> names;
   for (const json& p : get<json>(j, "parameters", source)) {

@@ -69,6 +69,10 @@ struct Manifest {
   std::vector<ManifestParam> params;
   std::vector<ManifestState> states;
   std::vector<ManifestFile> files;
+  // The training program's own description of what it saved (an object, empty when it gave
+  // none, as in checkpoints written before the key existed); ZRT stores it verbatim. zrt-ckpt
+  // export reads its "lora" entry (docs/checkpoint.md).
+  nlohmann::json metadata = nlohmann::json::object();
 
   const ManifestState* state(const std::string& name) const;
   const ManifestParam* param(const std::string& fullName) const;

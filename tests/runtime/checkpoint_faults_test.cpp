@@ -251,7 +251,55 @@ TEST_CASE("weights only, from a checkpoint (any dtype) and from a safetensors fi
     test::TestEngine m(comm, 2, kMicro, 1, DType::F32, more);
     CHECK_THROWS_WITH_AS(m.engine.loadWeights(file), doctest::Contains("'layer0.gain' [8]: missing from the safetensors file"),
                          InvalidArgument);
+    // Named as one that may be missing (a LoRA adapter over a base model's weights), it keeps its
+    // initial value and the rest load; any other missing tensor is still refused.
+    m.engine.loadWeights(file, {"layer0/gain"});
+    CHECK(test::sameBits(test::trainedValues(m.engine), expect));
+    CHECK(m.engine.parameterValues(0, 3) == std::vector<float>(8, 1.0f));
+    more.modules[1].params.push_back({"gain", {8}, init::constant(1.0f), true, 0});
+    test::TestEngine two(comm, 2, kMicro, 1, DType::F32, more);
+    CHECK_THROWS_WITH_AS(two.engine.loadWeights(file, {"layer0/gain"}),
+                         doctest::Contains("'layer1.gain' [8]: missing from the safetensors file"), InvalidArgument);
   }
+  SUBCASE("a checkpoint lacking a parameter named as one that may be missing") {
+    EngineModel more = test::testModel(0.02);
+    more.modules[2].params.push_back({"gain", {8}, init::constant(0.5f), true, 0});
+    test::TestEngine m(comm, 3, kMicro, 1, DType::BF16, more);
+    CHECK_THROWS_WITH_AS(m.engine.loadWeights(dir / "bf16"), doctest::Contains("'layer2/gain' [8]: missing from the checkpoint"),
+                         InvalidArgument);
+    m.engine.loadWeights(dir / "bf16", {"layer2/gain"});
+    CHECK(test::sameBits(test::trainedValues(m.engine), trained));
+    CHECK(m.engine.parameterValues(2, 3) == std::vector<float>(8, 0.5f));
+  }
+}
+
+TEST_CASE("metadata: the program's JSON object stored verbatim; none is an empty object, also in older manifests") {
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  test::SharedTempDir dir;
+  test::TestEngine t(comm, 3, kMicro, 1, DType::F32);
+  const nlohmann::json meta = {{"lora", {{"r", 8}, {"lora_alpha", 16.0}, {"target_modules", {"c_attn"}}}},
+                               {"note", "any JSON"}};
+  t.engine.save(dir.path(), "with", meta);
+  t.engine.save(dir.path(), "without");
+  CHECK(checkpoint::CheckpointReader(dir / "with").manifest().metadata == meta);
+  CHECK(checkpoint::CheckpointReader(dir / "without").manifest().metadata == nlohmann::json::object());
+  // A manifest written before the key existed reads as an empty object; a non-object is refused.
+  copyAndEdit(dir / "without", dir / "old", [](const std::string& d) {
+    nlohmann::json j = readJson(d + "/manifest.json");
+    j.erase("metadata");
+    writeJson(d + "/manifest.json", j);
+  });
+  CHECK(checkpoint::CheckpointReader(dir / "old").manifest().metadata == nlohmann::json::object());
+  t.engine.load(dir.path(), "old");
+  copyAndEdit(dir / "without", dir / "bad", [](const std::string& d) {
+    nlohmann::json j = readJson(d + "/manifest.json");
+    j["metadata"] = {1, 2};
+    writeJson(d + "/manifest.json", j);
+  });
+  CHECK_THROWS_WITH_AS(checkpoint::CheckpointReader(dir / "bad"), doctest::Contains("key 'metadata' is not a JSON object"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(t.engine.save(dir.path(), "array", nlohmann::json::array()),
+                       doctest::Contains("metadata must be a JSON object"), InvalidArgument);
 }
 
 TEST_CASE("disk full during a save: an error on every rank, the previous checkpoint intact, no temporary directory") {

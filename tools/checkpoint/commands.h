@@ -28,6 +28,7 @@ struct ExportOptions {
   std::string out;
   DType dtype = DType::F32;
   bool trainableOnly = false;
+  bool merge = false;  // LoRA adapters folded into their base weights, adapters not written
 };
 int exportSafetensors(const std::string& path, const std::string& tag, const ExportOptions& o);
 

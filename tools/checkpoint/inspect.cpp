@@ -24,6 +24,13 @@ void summary(const std::string& dir) {
   } catch (const std::exception& x) {
     std::cout << "  engine state unreadable: " << x.what() << "\n";
   }
+  if (m.metadata.contains("lora")) {
+    const auto& l = m.metadata.at("lora");
+    std::cout << "  LoRA adapters: r " << l.value("r", nlohmann::json()).dump() << ", lora_alpha "
+              << l.value("lora_alpha", nlohmann::json()).dump() << " on "
+              << l.value("target_modules", nlohmann::json()).dump() << "; base "
+              << l.value("base_model_name_or_path", nlohmann::json()).dump() << "\n";
+  }
   std::size_t trainable = 0;
   for (const auto& p : m.params) trainable += p.trainable ? 1 : 0;
   std::cout << "  parameters: " << m.params.size() << " tensors (" << trainable << " trainable, "

@@ -5,6 +5,8 @@
 //   mpirun -np 2 zrt-train --config configs/stage2.json --steps 300
 // Checkpoints: --save-dir/--save-every save through Engine::save, --resume continues from the
 // latest one (the same losses as a run that never stopped), --init-from takes weights only.
+// LoRA: --lora-rank R freezes the base and trains adapters on --lora-targets (model/lora.h);
+// with --init-from the base comes from there and the adapters start fresh.
 // Exit status: 0 trained; 2 bad input found before training (flags, config, data file, a model
 // that does not fit the device), with a message naming the flag or file; 1 a failure during
 // training.
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "batches.h"
+#include "checkpoint_metadata.h"
 #include "checkpoints.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_env.h"
@@ -35,6 +38,7 @@
 #include "model/gpt2.h"
 #include "options.h"
 #include "rank_mean.h"
+#include "runtime/checkpoint/file_io.h"
 #include "runtime/engine.h"
 #include "step_log.h"
 #include "text_data.h"
@@ -60,6 +64,10 @@ struct Run {
   std::unique_ptr<Gpt2> model;
   std::ofstream jsonLog;
   std::uint64_t parameters = 0;
+  std::uint64_t trainableParameters = 0;
+  LoraConfig lora;
+  nlohmann::json metadata;  // what every save records in its manifest (checkpoint_metadata.h)
+  std::vector<std::string> adapterNames;  // "<module>/<param>" of every adapter
   int threads = 1;
   std::optional<ResumePoint> resumeFrom;
   std::int64_t startStep = 0;  // steps done before this process: the checkpoint's, else 0
@@ -117,15 +125,31 @@ void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
   }
   agree(*run.comm, failure);
   try {
-    run.engine->loadWeights(weights->path());
+    // The adapters may be absent (a base model's weights): they keep their fresh values.
+    run.engine->loadWeights(weights->path(), run.adapterNames);
   } catch (const std::exception& e) {
     throw AgreedSetUpError("--init-from " + o.initFrom + (weights->renamed() ? " (renamed to the engine's names)" : "") +
                            ": " + e.what());
   }
 }
 
+// With LoRA on: a checkpoint directory whose adapters were trained with other LoRA settings is
+// refused (checkpoint_metadata.h). A file, or a path that is no checkpoint, is left to the
+// engine, which reports it with everything else that does not match.
+void checkAdapters(const Run& run, const std::string& path, const std::string& flag) {
+  if (!run.lora.enabled() || !checkpoint::isDirectory(path)) return;
+  nlohmann::json metadata;
+  try {
+    metadata = checkpointMetadataAt(path);
+  } catch (const std::exception& e) {
+    ZRT_THROW(InvalidArgument, flag, " ", path, ": ", e.what());
+  }
+  checkLoraMatches(metadata, run.lora, flag + " " + path);
+}
+
 void setUp(Run& run) {
   const Options& o = run.options;
+  run.lora = loraConfigOf(o);
   run.comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
   run.threads = setThreadsPerRank(MPI_COMM_WORLD);
   // First what each rank reads alone: the config, the data, the log file, the device.
@@ -141,7 +165,9 @@ void setUp(Run& run) {
     if (o.resume) {
       run.resumeFrom = findResumePoint(resumeDirectory(o));
       run.startStep = run.resumeFrom->stepsDone;
+      checkAdapters(run, resumeDirectory(o), "--resume");
     }
+    if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
     if (!o.saveDir.empty() && run.comm->rank() == 0)
       checkSaveDir(o.saveDir, o.saveEvery, run.startStep, o.steps);
     if (!o.jsonLog.empty() && run.comm->rank() == 0) {
@@ -154,18 +180,21 @@ void setUp(Run& run) {
   agree(*run.comm, failure);
 
   // The engine agrees on its own set-up (every rank throws if one failed).
-  EngineModel registration = gpt2Model(run.shape, o.seed);
+  EngineModel registration = gpt2Model(run.shape, o.seed, run.lora);
   std::vector<RegisteredName> names;
   for (const ModuleSpec& m : registration.modules)
     for (const ParamSpec& p : m.params) {
       run.parameters += numelOf(p);
+      if (p.trainable) run.trainableParameters += numelOf(p);
       names.push_back({m.name, p.name});
+      if (run.lora.enabled() && p.trainable) run.adapterNames.push_back(m.name + "/" + p.name);
     }
+  run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
   run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
   loadCheckpoint(run, names);
   try {
     run.model = std::make_unique<Gpt2>(
-        run.shape, Gpt2Options{o.activationCheckpointing, o.checkpointOffload}, *run.device,
+        run.shape, Gpt2Options{o.activationCheckpointing, o.checkpointOffload, run.lora}, *run.device,
         static_cast<int>(run.config.train_micro_batch_size_per_gpu));
   } catch (...) {
     failure = std::current_exception();
@@ -200,6 +229,13 @@ void printBanner(const Run& run) {
     std::printf("resumed from %s/%s after step %lld\n", resumeDirectory(o).c_str(), run.resumeFrom->tag.c_str(),
                 static_cast<long long>(run.startStep));
   if (!o.initFrom.empty()) std::printf("initial weights from %s\n", o.initFrom.c_str());
+  if (run.lora.enabled())
+    std::printf("LoRA: rank %d, alpha %g (scaling %g) on %s; base frozen, %.3fM adapter parameters train "
+                "(%.2f%% of %.3fM)\n",
+                run.lora.rank, run.lora.alpha, run.lora.scaling(), joinFlagNames(run.lora.targets).c_str(),
+                static_cast<double>(run.trainableParameters) / 1e6,
+                100.0 * static_cast<double>(run.trainableParameters) / static_cast<double>(run.parameters),
+                static_cast<double>(run.parameters) / 1e6);
   std::fflush(stdout);
 }
 
@@ -291,7 +327,7 @@ void train(Run& run) {
     if (!o.saveDir.empty() && savesAfter(s + 1, o.saveEvery, o.steps)) {
       const auto t = Clock::now();
       const std::string tag = tagForStep(s + 1);
-      run.engine->save(o.saveDir, tag);
+      run.engine->save(o.saveDir, tag, run.metadata);
       if (rank == 0) {
         // Below the progress line, which the next step rewrites.
         std::printf("%ssaved %s/%s in %s\n", terminal ? "\n" : "", o.saveDir.c_str(), tag.c_str(),

@@ -59,6 +59,15 @@ void addFlags(CLI::App& app, Options& o) {
                  "when stdout is a terminal outside mpirun")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_option("--lora-rank", o.loraRank,
+                 "train LoRA adapters of this rank on --lora-targets, every base parameter frozen (0: off)")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--lora-alpha", o.loraAlpha, "LoRA's alpha: adapters add (alpha / rank) B A x (default: the rank)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lora-targets", o.loraTargets,
+                 "layers that get adapters, comma-separated: qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), "
+                 "mlp_proj (mlp.c_proj), all (default: qkv)");
 }
 
 void checkOptions(const Options& o) {
@@ -80,6 +89,20 @@ void checkOptions(const Options& o) {
   if (!o.deviceMem.empty()) parseBytes(o.deviceMem, "--device-mem");
   if (!o.deviceMem.empty() && o.device == "cuda")
     ZRT_THROW(InvalidArgument, "--device-mem sets the host device's capacity; it does not apply to --device cuda");
+  if (o.loraRank == 0 && o.loraAlpha != 0)
+    ZRT_THROW(InvalidArgument, "--lora-alpha needs --lora-rank (LoRA is off without it)");
+  if (o.loraRank == 0 && !o.loraTargets.empty())
+    ZRT_THROW(InvalidArgument, "--lora-targets needs --lora-rank (LoRA is off without it)");
+  if (o.loraRank > 0) validate(loraConfigOf(o), o.hidden);
+}
+
+LoraConfig loraConfigOf(const Options& o) {
+  LoraConfig c;
+  if (o.loraRank <= 0) return c;
+  c.rank = o.loraRank;
+  c.alpha = o.loraAlpha != 0 ? o.loraAlpha : o.loraRank;
+  c.targets = parseLoraTargets(o.loraTargets.empty() ? "qkv" : o.loraTargets);
+  return c;
 }
 
 std::string resumeDirectory(const Options& o) {

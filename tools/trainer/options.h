@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/lora.h"
+
 namespace CLI {
 class App;
 }
@@ -35,6 +37,9 @@ struct Options {
   std::string deviceMem;  // empty: the config's zrt.host_device_memory
   std::string jsonLog;
   std::string progress = "auto";  // auto, on, off
+  int loraRank = 0;               // 0: no adapters, every parameter trains
+  double loraAlpha = 0;           // 0: the rank (scaling 1)
+  std::string loraTargets;        // empty: "qkv" (PEFT's default for GPT-2, c_attn)
 };
 
 // Declares every flag on `app`, bound to `o`.
@@ -43,8 +48,12 @@ void addFlags(CLI::App& app, Options& o);
 // Throws InvalidArgument naming the flag for what CLI11's per-flag checks cannot see: a width
 // the heads do not divide, --save-every without --save-dir, --resume with no directory, --resume
 // with --init-from, --checkpoint-offload without --activation-checkpointing, an unknown
-// --device, a --device-mem that is not a size.
+// --device, a --device-mem that is not a size, --lora-alpha or --lora-targets without
+// --lora-rank, and a LoRA setting the model cannot take (model/lora.h's validate).
 void checkOptions(const Options& o);
+
+// The adapters the flags ask for (rank 0: none), the defaults filled in.
+LoraConfig loraConfigOf(const Options& o);
 
 // Where --resume reads: its own argument, else --save-dir (as a run restarted with the same
 // command line resumes from its own checkpoints). Empty when not resuming.

@@ -1,4 +1,5 @@
-// A ParameterSource for tests: every parameter and gradient in host vectors of one dtype, and
+// A ParameterSource for tests: every parameter and gradient in host vectors of one dtype (a
+// frozen parameter's gradient null, as the Engine gives it), and
 // the Engine's protocol checked on every call (parameters paired with release, gradients asked
 // once per module per micro-step and in strictly decreasing module order, each handed back with
 // backwardDone before the next is asked for). A breach throws std::logic_error, which fails the
@@ -31,6 +32,7 @@ class TestSource final : public ParameterSource {
         t.name = p.name;
         t.shape = p.shape;
         t.numel = numelOf(p);
+        t.trainable = p.trainable;
         std::vector<float> v(t.numel);
         p.init(v.data(), t.numel);
         t.value.resize(t.numel * dtypeSize(dtype));
@@ -45,6 +47,7 @@ class TestSource final : public ParameterSource {
   std::size_t numModules() const { return modules_.size(); }
   std::size_t numParams(std::size_t m) const { return modules_[m].size(); }
   const std::string& name(std::size_t m, std::size_t i) const { return modules_[m][i].name; }
+  bool trainable(std::size_t m, std::size_t i) const { return modules_[m][i].trainable; }
   DType dtype() const { return dtype_; }
 
   // The parameter as the model sees it, in fp32.
@@ -109,6 +112,7 @@ class TestSource final : public ParameterSource {
     std::string name;
     std::vector<std::int64_t> shape;
     std::uint64_t numel = 0;
+    bool trainable = true;
     std::vector<unsigned char> value, grad;
   };
 
@@ -118,9 +122,10 @@ class TestSource final : public ParameterSource {
 
   std::vector<TensorRef> refs(std::size_t m, bool grads) {
     std::vector<TensorRef> out;
-    for (auto& t : modules_[m])
-      out.push_back(TensorRef{&t.name, &t.shape, grads ? t.grad.data() : t.value.data(), dtype_,
-                              t.numel});
+    for (auto& t : modules_[m]) {
+      void* data = grads ? (t.trainable ? t.grad.data() : nullptr) : t.value.data();
+      out.push_back(TensorRef{&t.name, &t.shape, data, dtype_, t.numel});
+    }
     return out;
   }
 

@@ -1,6 +1,7 @@
 // Against PyTorch: gpt2_torch_reference.py builds the same GPT-2 in plain torch (float64) from
 // the same fp32 weights and batch and returns the loss, the logits and every parameter's
-// gradient. Without python3-torch the test fails with a message saying how to install it.
+// gradient; then the same with LoRA adapters on every target layer (PEFT's arithmetic spelled out
+// in torch). Without python3-torch the test fails with a message saying how to install it.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -34,21 +35,16 @@ double maxAbs(const std::vector<double>& v) {
   return m;
 }
 
-}  // namespace
-
-TEST_CASE("gpt2: loss, logits and every gradient match PyTorch's GPT-2") {
-  // A batch smaller than the model was built for, several heads, a seed other than 1, and sizes
-  // that are no multiple of anything (rows 4 x 67 = 268, widths 38, 114, 152) yet large enough
-  // for the kernels to split products, sums and attention over threads (blocks of 16 rows or
-  // columns, the last one partial).
-  const Gpt2Shape shape{.layers = 2, .hidden = 38, .heads = 2, .seqLen = 67, .vocab = 256};
+// The model's loss, logits and every trainable parameter's gradient against the torch script's,
+// on `registration` (gpt2Model's, perhaps with LoRA and every parameter made trainable).
+void compareWithTorch(const Gpt2Shape& shape, const LoraConfig& lora, const EngineModel& registration) {
   const int batch = 4, maxBatch = 5;
   const double seed = 0.75;
   const std::size_t n = static_cast<std::size_t>(batch) * shape.seqLen;
   MemoryLedger ledger;
   auto device = makeDevice("host", ledger);
-  Gpt2 model(shape, {}, *device, maxBatch);
-  TestSource src(gpt2Model(shape, 3), DType::F32);
+  Gpt2 model(shape, {.lora = lora}, *device, maxBatch);
+  TestSource src(registration, DType::F32);
   // Non-zero biases and LayerNorm parameters, and weights large enough for attention to be far
   // from uniform, so a misplaced bias or head shows.
   randomise(src, 21, 0.1f);
@@ -75,6 +71,11 @@ TEST_CASE("gpt2: loss, logits and every gradient match PyTorch's GPT-2") {
   nlohmann::json meta{{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
                       {"seqLen", shape.seqLen}, {"vocab", shape.vocab},   {"batch", batch},
                       {"seed", seed}};
+  if (lora.enabled()) {
+    std::vector<std::string> targets;
+    for (LoraTarget t : lora.targets) targets.emplace_back(layerPath(t));
+    meta["lora"] = {{"rank", lora.rank}, {"scaling", lora.scaling()}, {"targets", targets}};
+  }
   std::ofstream(dir / "meta.json") << meta.dump();
   const std::string cmd = std::string(ZRT_TORCH_PYTHON) + " " + ZRT_GPT2_TORCH_SCRIPT + " " + dir.string();
   const int rc = std::system(cmd.c_str());
@@ -129,4 +130,27 @@ TEST_CASE("gpt2: loss, logits and every gradient match PyTorch's GPT-2") {
       CHECK(worst <= 1e-4 * scale);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("gpt2: loss, logits and every gradient match PyTorch's GPT-2") {
+  // A batch smaller than the model was built for, several heads, a seed other than 1, and sizes
+  // that are no multiple of anything (rows 4 x 67 = 268, widths 38, 114, 152) yet large enough
+  // for the kernels to split products, sums and attention over threads (blocks of 16 rows or
+  // columns, the last one partial).
+  const Gpt2Shape shape{.layers = 2, .hidden = 38, .heads = 2, .seqLen = 67, .vocab = 256};
+  compareWithTorch(shape, {}, gpt2Model(shape, 3));
+}
+
+TEST_CASE("gpt2 with LoRA on every target: loss, logits and every gradient match PyTorch") {
+  // Rank 5 (odd) with scaling 7/5, every adapter randomised (B far from its zero start). Every
+  // parameter is made trainable here, so the frozen base's gradients, which training skips, are
+  // checked too: they carry the adapters' share of each input gradient.
+  const Gpt2Shape shape{.layers = 2, .hidden = 38, .heads = 2, .seqLen = 67, .vocab = 256};
+  const LoraConfig lora{5, 7.0, {LoraTarget::Qkv, LoraTarget::Proj, LoraTarget::Fc, LoraTarget::MlpProj}};
+  EngineModel registration = gpt2Model(shape, 3, lora);
+  for (ModuleSpec& m : registration.modules)
+    for (ParamSpec& p : m.params) p.trainable = true;
+  compareWithTorch(shape, lora, registration);
 }

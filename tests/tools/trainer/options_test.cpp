@@ -108,3 +108,37 @@ TEST_CASE("the progress line: on and off as asked; auto only on a terminal outsi
   CHECK_FALSE(progressLine(parse({}), false, false));
   CHECK_THROWS_AS(parse({"--progress", "sometimes"}), CLI::ValidationError);
 }
+
+TEST_CASE("LoRA flags: off by default; alpha defaults to the rank, targets to qkv; refusals name the flag") {
+  CHECK_FALSE(loraConfigOf(parse({})).enabled());
+  const LoraConfig d = loraConfigOf(parse({"--lora-rank", "8"}));
+  CHECK(d.rank == 8);
+  CHECK(d.alpha == 8.0);
+  CHECK(d.scaling() == 1.0);
+  CHECK(d.targets == std::vector<LoraTarget>{LoraTarget::Qkv});
+  // Any order in, LoraTarget order out; "all" is every layer.
+  const LoraConfig c = loraConfigOf(parse({"--lora-rank", "4", "--lora-alpha", "16", "--lora-targets", "mlp_proj,qkv,fc"}));
+  CHECK(c.scaling() == 4.0);
+  CHECK(c.targets == std::vector<LoraTarget>{LoraTarget::Qkv, LoraTarget::Fc, LoraTarget::MlpProj});
+  CHECK(loraConfigOf(parse({"--lora-rank", "4", "--lora-targets", "all"})).targets.size() == 4);
+  CHECK(joinFlagNames(c.targets) == "qkv,fc,mlp_proj");
+  CHECK(refusal(parse({"--lora-rank", "4", "--lora-targets", "proj,fc"})).empty());
+
+  CHECK(has(refusal(parse({"--lora-alpha", "16"})), "--lora-alpha needs --lora-rank"));
+  CHECK(has(refusal(parse({"--lora-targets", "qkv"})), "--lora-targets needs --lora-rank"));
+  CHECK(has(refusal(parse({"--lora-rank", "4", "--lora-targets", "qkv,attn"})),
+            "--lora-targets: unknown layer 'attn' (known: qkv, proj, fc, mlp_proj, all)"));
+  CHECK(has(refusal(parse({"--lora-rank", "4", "--lora-targets", "fc,fc"})), "'fc' is given twice"));
+  CHECK(has(refusal(parse({"--lora-rank", "4", "--lora-targets", "qkv,,fc"})), "an empty name"));
+  CHECK(has(refusal(parse({"--lora-rank", "300"})), "--lora-rank 300 exceeds the model's width --hidden 256"));
+  CHECK(refusal(parse({"--lora-rank", "256"})).empty());
+  CHECK_THROWS_AS(parse({"--lora-rank", "-1"}), CLI::ValidationError);
+  CHECK_THROWS_AS(parse({"--lora-rank", "4", "--lora-alpha", "0"}), CLI::ValidationError);
+  // PEFT's names for the targets, and the layers they are.
+  CHECK(peftTargetName(LoraTarget::Qkv) == "c_attn");
+  CHECK(peftTargetName(LoraTarget::Proj) == "attn.c_proj");
+  CHECK(peftTargetName(LoraTarget::Fc) == "c_fc");
+  CHECK(peftTargetName(LoraTarget::MlpProj) == "mlp.c_proj");
+  CHECK(loraAName(3, LoraTarget::MlpProj) == "h.3.mlp.c_proj.lora_A.weight");
+  CHECK(loraBName(0, LoraTarget::Proj) == "h.0.attn.c_proj.lora_B.weight");
+}

@@ -17,9 +17,11 @@ namespace k = kernels;
 
 namespace {
 
-// A block's parameters, in registration order (gpt2_spec.cpp).
+// A block's parameters, in registration order (gpt2_spec.cpp); with LoRA the adapters follow,
+// lora_A then lora_B for each target in LoraConfig::targets.
 enum BlockParam : int {
   kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB,
+  kNumBlockBaseParams,
 };
 
 // Buffers are carved from one allocation; 64-byte starts keep every row loop aligned for SIMD.
@@ -56,6 +58,7 @@ struct Gpt2::Impl {
   // What a block keeps from forward for its backward.
   struct BlockActs {
     float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *xmid, *ln2, *mean2, *rstd2, *fch, *fchg;
+    float* loraU[kNumLoraTargets] = {};  // x A^T of each adapted layer (LoRA only)
   };
   // A module's gradients: where the kernels write (fp32) and where they go (the source's).
   struct Grads {
@@ -71,6 +74,11 @@ struct Gpt2::Impl {
   std::vector<std::vector<std::string>> names;  // per module, per parameter
   std::vector<std::vector<std::uint64_t>> numels;
   std::uint64_t maxModuleFloats = 0;  // padded, for the 16-bit widening scratches
+  // LoRA: the block parameter index of each target's lora_A (lora_B follows it), or -1.
+  int loraA[kNumLoraTargets] = {-1, -1, -1, -1};
+  float loraScale = 0;
+  // Whether wte trains: a frozen one (LoRA) skips the head's weight gradient.
+  bool wteTrainable = true;
 
   DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
   std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
@@ -80,7 +88,8 @@ struct Gpt2::Impl {
   float *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr,
         *rowLoss = nullptr;
   float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
-        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr;
+        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr,
+        *loraDu = nullptr;
 
   Impl(const Gpt2Shape& s, Gpt2Options o, Device& d, int mb)
       : shape(s), options(o), device(d), maxBatch(mb) {
@@ -91,7 +100,13 @@ struct Gpt2::Impl {
                 "gpt2: checkpointOffload needs activationCheckpointing (it offloads the kept "
                 "block inputs)");
     L = s.layers, C = s.hidden, H = s.heads, T = s.seqLen, V = s.vocab;
-    const EngineModel spec = gpt2Model(s, 0);
+    const EngineModel spec = gpt2Model(s, 0, o.lora);
+    wteTrainable = spec.modules[0].params[0].trainable;
+    if (o.lora.enabled()) {
+      loraScale = static_cast<float>(o.lora.scaling());
+      for (std::size_t k = 0; k < o.lora.targets.size(); ++k)
+        loraA[static_cast<int>(o.lora.targets[k])] = kNumBlockBaseParams + 2 * static_cast<int>(k);
+    }
     for (const auto& m : spec.modules) {
       names.emplace_back();
       numels.emplace_back();
@@ -158,7 +173,9 @@ struct Gpt2::Impl {
       dev.add(&b.rstd2, n);
       dev.add(&b.fch, 4 * nc);
       dev.add(&b.fchg, 4 * nc);
+      for (LoraTarget t : options.lora.targets) dev.add(&b.loraU[static_cast<int>(t)], n * options.lora.rank);
     }
+    if (options.lora.enabled()) dev.add(&loraDu, n * options.lora.rank);
     // Offloaded, the device holds the block being computed's input and output only.
     res.resize(offload ? 2 : L + 1);
     for (auto& r : res) dev.add(&r, nc);
@@ -178,7 +195,7 @@ struct Gpt2::Impl {
     dev.add(&dfch, 4 * nc);
     dev.add(&datt, att);
     dev.add(&lnTmp, nc);
-    dev.add(&dwteHead, static_cast<std::size_t>(V) * C);
+    if (wteTrainable) dev.add(&dwteHead, static_cast<std::size_t>(V) * C);
     dev.add(&ones, n);
     deviceActs = device.allocate(dev.totalFloats() * sizeof(float), MemTag::Activations);
     dev.assign(deviceActs.as<float>());
@@ -258,9 +275,11 @@ struct Gpt2::Impl {
     std::size_t offset = 0;
     for (std::size_t i = 0; i < g.refs.size(); ++i) {
       const TensorRef& r = g.refs[i];
-      if (r.data && r.dtype == DType::F32) {
+      if (!r.data) {  // a frozen parameter: its gradient is not computed
+        g.ptr[i] = nullptr;
+      } else if (r.dtype == DType::F32) {
         g.ptr[i] = static_cast<float*>(r.data);
-      } else {  // 16-bit, or a frozen parameter's (null) gradient: computed and dropped
+      } else {  // 16-bit: computed in fp32, rounded by finishGrads
         g.ptr[i] = wideScratch(wideGrads) + offset;
         offset += roundUp(r.numel);
       }
@@ -301,18 +320,43 @@ struct Gpt2::Impl {
     }
   }
 
+  // Target t's adapter path added onto its layer's output y (y null: only its kept x A^T).
+  void adapt(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const float* x, float* y,
+             int n) {
+    const int ia = loraA[static_cast<int>(t)];
+    if (ia < 0) return;
+    k::loraForward(y, a.loraU[static_cast<int>(t)], x, p[ia], p[ia + 1], loraScale, n,
+                   static_cast<int>(inFeatures(t, C)), static_cast<int>(outFeatures(t, C)), options.lora.rank);
+  }
+
+  // Target t's adapter backward from its layer's output gradient dy: dx (the layer's input
+  // gradient, already holding the base layer's part) gains the adapter's part.
+  void adaptBack(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const std::vector<float*>& g,
+                 const float* dy, const float* x, float* dx, int n) {
+    const int ia = loraA[static_cast<int>(t)];
+    if (ia < 0) return;
+    k::loraBackward(dy, x, a.loraU[static_cast<int>(t)], p[ia], p[ia + 1], loraScale, loraDu, dx, g[ia],
+                    g[ia + 1], n, static_cast<int>(inFeatures(t, C)), static_cast<int>(outFeatures(t, C)),
+                    options.lora.rank);
+  }
+
   void blockForward(BlockActs& a, const std::vector<const float*>& p, const float* in,
                     float* out, int batch) {
     const int n = batch * T;
     k::layerNormForward(a.ln1, a.mean1, a.rstd1, in, p[kLn1W], p[kLn1B], n, C);
     k::linearForward(a.qkv, a.ln1, p[kAttnW], p[kAttnB], nullptr, n, C, 3 * C);
+    adapt(LoraTarget::Qkv, a, p, a.ln1, a.qkv, n);
     k::attentionForward(a.atty, a.att, a.qkv, batch, T, C, H);
     k::linearForward(a.xmid, a.atty, p[kProjW], p[kProjB], in, n, C, C);
+    adapt(LoraTarget::Proj, a, p, a.atty, a.xmid, n);
     k::layerNormForward(a.ln2, a.mean2, a.rstd2, a.xmid, p[kLn2W], p[kLn2B], n, C);
     k::linearForward(a.fch, a.ln2, p[kFcW], p[kFcB], nullptr, n, C, 4 * C);
+    adapt(LoraTarget::Fc, a, p, a.ln2, a.fch, n);
     k::geluForward(a.fchg, a.fch, static_cast<std::int64_t>(n) * 4 * C);
-    // Recomputation for backward needs everything but the block's output.
+    // Recomputation for backward needs everything but the block's output (but the last layer's
+    // adapter input product, which its backward reads).
     if (out) k::linearForward(out, a.fchg, p[kFcProjW], p[kFcProjB], a.xmid, n, 4 * C, C);
+    adapt(LoraTarget::MlpProj, a, p, a.fchg, out, n);
   }
 
   // dres holds d loss / d (block output) on entry and d loss / d (block input) on return.
@@ -321,14 +365,18 @@ struct Gpt2::Impl {
     const int n = batch * T;
     k::linearBackward(dres, a.fchg, p[kFcProjW], dfch, g[kFcProjW], g[kFcProjB], ones, n, 4 * C,
                       C, false);
+    adaptBack(LoraTarget::MlpProj, a, p, g, dres, a.fchg, dfch, n);
     k::geluBackward(dfch, a.fch, static_cast<std::int64_t>(n) * 4 * C);
     k::linearBackward(dfch, a.ln2, p[kFcW], dln, g[kFcW], g[kFcB], ones, n, C, 4 * C, false);
+    adaptBack(LoraTarget::Fc, a, p, g, dfch, a.ln2, dln, n);
     k::layerNormBackward(dres, g[kLn2W], g[kLn2B], dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, lnTmp,
                          ones, n, C);
     k::linearBackward(dres, a.atty, p[kProjW], datty, g[kProjW], g[kProjB], ones, n, C, C, false);
+    adaptBack(LoraTarget::Proj, a, p, g, dres, a.atty, datty, n);
     k::attentionBackward(dqkv, datt, datty, a.qkv, a.att, batch, T, C, H);
     k::linearBackward(dqkv, a.ln1, p[kAttnW], dln, g[kAttnW], g[kAttnB], ones, n, C, 3 * C,
                       false);
+    adaptBack(LoraTarget::Qkv, a, p, g, dqkv, a.ln1, dln, n);
     k::layerNormBackward(dres, g[kLn1W], g[kLn1B], dln, in, p[kLn1W], a.mean1, a.rstd1, lnTmp,
                          ones, n, C);
   }
@@ -381,7 +429,7 @@ struct Gpt2::Impl {
       if (train) {
         k::crossEntropyBackward(logits, targets, n, V, seed);
         k::gemm(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dln, C);
-        k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
+        if (wteTrainable) k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
       }
       src.release(0);
     }
@@ -412,8 +460,13 @@ struct Gpt2::Impl {
     }
     {
       const Grads g = openGrads(src, 0);
-      // wte's gradient holds both its uses: the head's part, then the lookup's rows added.
-      std::memcpy(g.ptr[0], dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
+      // wte's gradient holds both its uses: the head's part, then the lookup's rows added. The
+      // head's part was skipped for a wte registered frozen; a source that wants it anyway gets
+      // it from the probabilities' gradient, still in `logits`.
+      if (g.ptr[0] && wteTrainable)
+        std::memcpy(g.ptr[0], dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
+      else if (g.ptr[0])
+        k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, g.ptr[0], C);
       k::embeddingBackward(g.ptr[0], g.ptr[1], dres, inputs, batch, T, C);
       finishGrads(src, 0, g);
     }
@@ -447,7 +500,14 @@ double Gpt2::flopsPerToken() const {
   // head included; attention's QK^T and PV are 4 T C per layer forward (the whole T x T, as
   // computed), 12 T C forward and backward. As nanoGPT and the PaLM paper count.
   const double L = impl_->L, C = impl_->C, T = impl_->T, V = impl_->V;
-  return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * C * T;
+  const LoraConfig& lora = impl_->options.lora;
+  if (!lora.enabled()) return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * C * T;
+  // Frozen weights: forward and the input gradient, 4 per weight; each adapter's r (in + out)
+  // parameters cost 6 as any trained weight.
+  double adapters = 0;
+  for (LoraTarget t : lora.targets)
+    adapters += static_cast<double>(lora.rank) * static_cast<double>(inFeatures(t, impl_->C) + outFeatures(t, impl_->C));
+  return 4.0 * (12.0 * L * C * C + V * C) + 6.0 * L * adapters + 12.0 * L * C * T;
 }
 
 }  // namespace zrt::trainer

@@ -10,6 +10,10 @@
 //            [C,C],bias}, ln_2.{weight,bias}, mlp.c_fc.{weight [C,4C],bias}, mlp.c_proj.{weight
 //            [4C,C],bias}   (names prefixed "h.{i}.", weights [in, out] as HF's Conv1D)
 //   L + 1    "ln_f": ln_f.{weight,bias}
+// With LoRA (lora.h), every base parameter above is registered frozen and each block's module
+// also holds its adapters, after its twelve base parameters, in LoraTarget order:
+//   h.{i}.<layer>.lora_A.weight [r, in], h.{i}.<layer>.lora_B.weight [out, r]
+// so stage 3 gathers and releases a block's adapters with its (frozen, still sharded) weights.
 // The language-model head is tied to wte, so module 0 is read twice in a forward (first and
 // last) and its gradient is reported once, at the end of backward, holding both uses.
 // Threads: one OpenMP pool does everything; BLAS runs single-threaded inside each call (the
@@ -29,6 +33,8 @@
 #include <zrt/core/device.h>
 #include <zrt/runtime/engine.h>
 #include <zrt/runtime/model_spec.h>
+
+#include "tools/trainer/model/lora.h"
 
 namespace zrt::trainer {
 
@@ -67,8 +73,11 @@ class EngineSource final : public ParameterSource {
 
 // The registration: names, shapes and GPT-2's initialisation (normal(0, 0.02); c_proj weights
 // normal(0, 0.02/sqrt(2L)); biases 0; LayerNorm weight 1, bias 0) from generators seeded by
-// `seed` and the parameter's index, so every rank and run builds the same model.
-EngineModel gpt2Model(const Gpt2Shape& shape, std::uint64_t seed);
+// `seed` and the parameter's index, so every rank and run builds the same model. With `lora`
+// enabled the base parameters are frozen (their values unchanged: the adapters draw from
+// generators of their own) and the adapters, the only trainable parameters, are added (lora.h).
+// Throws InvalidArgument for a shape or LoRA setting that cannot be built.
+EngineModel gpt2Model(const Gpt2Shape& shape, std::uint64_t seed, const LoraConfig& lora = {});
 
 // Throws InvalidArgument naming the flag-like field (layers, hidden, heads, seqLen) when a
 // shape cannot be built.
@@ -79,6 +88,8 @@ struct Gpt2Options {
   bool activationCheckpointing = false;
   // With checkpointing: the kept inputs go to pinned host memory and come back before use.
   bool checkpointOffload = false;
+  // Adapters on the layers it names; must be the registration's (gpt2Model's `lora`).
+  LoraConfig lora{};
 };
 
 class Gpt2 {
@@ -110,7 +121,8 @@ class Gpt2 {
   std::vector<float> logits(ParameterSource& src, const std::uint8_t* inputs, int batch);
 
   // Model FLOPs per token of forward + backward (6 x matmul parameters + attention), without
-  // recomputation: what "model FLOP rate" figures divide by.
+  // recomputation: what "model FLOP rate" figures divide by. With LoRA the frozen weights cost 4
+  // (no weight gradient) and the adapters 6 per parameter.
   double flopsPerToken() const;
 
  private:

@@ -148,8 +148,8 @@ void linearForward(float* y, const float* x, const float* W, const float* b, con
 
 void linearBackward(const float* dy, const float* x, const float* W, float* dx, float* dW,
                     float* db, const float* ones, int n, int in, int out, bool accumulateDx) {
-  gemm(true, false, in, out, n, 1.0f, x, in, dy, out, 0.0f, dW, out);
-  columnSums(db, dy, ones, n, out);
+  if (dW) gemm(true, false, in, out, n, 1.0f, x, in, dy, out, 0.0f, dW, out);
+  if (db) columnSums(db, dy, ones, n, out);
   if (dx) gemm(false, true, n, in, out, 1.0f, dy, out, W, out, accumulateDx ? 1.0f : 0.0f, dx, in);
 }
 
@@ -204,8 +204,25 @@ void layerNormBackward(float* dx, float* dw, float* db, const float* dy, const f
       d[j] += s * (g[j] * w[j] - meanG - xhat * meanGx);
     }
   }
-  columnSums(dw, tmp, ones, n, c);
-  columnSums(db, dy, ones, n, c);
+  if (dw) columnSums(dw, tmp, ones, n, c);
+  if (db) columnSums(db, dy, ones, n, c);
+}
+
+void loraForward(float* y, float* u, const float* x, const float* A, const float* B, float scale,
+                 int n, int in, int out, int r) {
+  gemm(false, true, n, r, in, 1.0f, x, in, A, in, 0.0f, u, r);
+  // beta 1 adds onto the base layer's output; with B = 0 every product is zero and y keeps its
+  // exact value, so fresh adapters leave the model's outputs bit for bit.
+  if (y) gemm(false, true, n, out, r, scale, u, r, B, r, 1.0f, y, out);
+}
+
+void loraBackward(const float* dy, const float* x, const float* u, const float* A, const float* B,
+                  float scale, float* du, float* dx, float* dA, float* dB, int n, int in, int out,
+                  int r) {
+  gemm(false, false, n, r, out, scale, dy, out, B, r, 0.0f, du, r);
+  if (dB) gemm(true, false, out, r, n, scale, dy, out, u, r, 0.0f, dB, r);
+  if (dA) gemm(true, false, r, in, n, 1.0f, du, r, x, in, 0.0f, dA, in);
+  gemm(false, false, n, in, r, 1.0f, du, r, A, in, 1.0f, dx, in);
 }
 
 namespace {
@@ -334,24 +351,31 @@ void embeddingForward(float* x, const std::uint8_t* tokens, const float* wte, co
 
 void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uint8_t* tokens,
                        int batch, int T, int C) {
+  if (!dwte && !dwpe) return;
   // Threads split the columns, so rows that share a token add in sequence order on one thread:
   // no races and the same sum every run.
 #pragma omp parallel for schedule(static) if (worthThreads(static_cast<std::int64_t>(batch) * T * C))
   for (int j0 = 0; j0 < C; j0 += 16) {
     const int j1 = std::min(C, j0 + 16);
-    for (int t = 0; t < T; ++t) {
-      float* p = row(dwpe, t, C);
-      for (int j = j0; j < j1; ++j) p[j] = 0.0f;
-    }
+    if (dwpe)
+      for (int t = 0; t < T; ++t) {
+        float* p = row(dwpe, t, C);
+        for (int j = j0; j < j1; ++j) p[j] = 0.0f;
+      }
     for (int b = 0; b < batch; ++b) {
       for (int t = 0; t < T; ++t) {
         const std::int64_t i = static_cast<std::int64_t>(b) * T + t;
         const float* g = row(dx, i, C);
-        float* e = row(dwte, tokens[i], C);
-        float* p = row(dwpe, t, C);
-        for (int j = j0; j < j1; ++j) {
-          e[j] += g[j];
-          p[j] += g[j];
+        if (dwte && dwpe) {
+          float* e = row(dwte, tokens[i], C);
+          float* p = row(dwpe, t, C);
+          for (int j = j0; j < j1; ++j) {
+            e[j] += g[j];
+            p[j] += g[j];
+          }
+        } else {
+          float* e = dwte ? row(dwte, tokens[i], C) : row(dwpe, t, C);
+          for (int j = j0; j < j1; ++j) e[j] += g[j];
         }
       }
     }

@@ -36,14 +36,15 @@ void columnSums(float* out, const float* x, const float* ones, int n, int cols);
 void linearForward(float* y, const float* x, const float* W, const float* b, const float* residual,
                    int n, int in, int out);
 // dW = x^T dy, db = column sums of dy (via `ones`, n ones), and dx = dy W^T (dx += when
-// `accumulateDx`; skipped when dx is null).
+// `accumulateDx`). Each output is skipped when null (a frozen weight has no gradient).
 void linearBackward(const float* dy, const float* x, const float* W, float* dx, float* dW,
                     float* db, const float* ones, int n, int in, int out, bool accumulateDx);
 
 // LayerNorm over each row of c values, eps 1e-5; keeps mean and 1/std per row for backward.
 void layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
                       const float* b, int n, int c);
-// dx += the input gradient; dw, db written. `tmp` holds n x c floats of scratch.
+// dx += the input gradient; dw, db written (each skipped when null). `tmp` holds n x c floats of
+// scratch.
 void layerNormBackward(float* dx, float* dw, float* db, const float* dy, const float* x,
                        const float* w, const float* mean, const float* rstd, float* tmp,
                        const float* ones, int n, int c);
@@ -64,8 +65,20 @@ void attentionBackward(float* dqkv, float* datt, const float* dout, const float*
 void embeddingForward(float* x, const std::uint8_t* tokens, const float* wte, const float* wpe,
                       int batch, int T, int C);
 // dwte[tokens[b,t], :] += dx[b,t,:] (dwte already holds the head's part); dwpe[t,:] = sum over b.
+// Either may be null (frozen), and is then skipped.
 void embeddingBackward(float* dwte, float* dwpe, const float* dx, const std::uint8_t* tokens,
                        int batch, int T, int C);
+
+// LoRA's low-rank path beside a linear layer (lora.h): u[n,r] = x[n,in] A^T with A [r,in], kept
+// for backward, then y[n,out] += scale u B^T with B [out,r]. With y null only u is computed (the
+// recomputation that activation checkpointing needs for a layer whose output it does not redo).
+void loraForward(float* y, float* u, const float* x, const float* A, const float* B, float scale,
+                 int n, int in, int out, int r);
+// Backward of that path from dy [n,out]: du = scale dy B into `du` [n,r] (scratch), then
+// dB = scale dy^T u, dA = du^T x (each skipped when null), and dx += du A.
+void loraBackward(const float* dy, const float* x, const float* u, const float* A, const float* B,
+                  float scale, float* du, float* dx, float* dA, float* dB, int n, int in, int out,
+                  int r);
 
 // Softmax cross-entropy per row of `logits` [n, V], which are replaced by the probabilities.
 // rowLoss[i] = -log p[i, targets[i]]; returns their mean, summed in a fixed order.

@@ -39,8 +39,9 @@ void validate(const Gpt2Shape& s) {
     ZRT_THROW(InvalidArgument, "gpt2: hidden ", s.hidden, " is too large for BLAS's int sizes");
 }
 
-EngineModel gpt2Model(const Gpt2Shape& s, std::uint64_t seed) {
+EngineModel gpt2Model(const Gpt2Shape& s, std::uint64_t seed, const LoraConfig& lora) {
   validate(s);
+  if (lora.enabled()) validate(lora, s.hidden);
   const std::int64_t C = s.hidden;
   const double stddev = 0.02;
   // GPT-2 scales the residual projections by 1/sqrt(2 x layers): two per block add to the stream.
@@ -84,6 +85,24 @@ EngineModel gpt2Model(const Gpt2Shape& s, std::uint64_t seed) {
   }
   model.modules.push_back(ModuleSpec{
       "ln_f", {constant("ln_f.weight", {C}, 1.0f), constant("ln_f.bias", {C}, 0.0f)}});
+  if (!lora.enabled()) return model;
+
+  // The base above is the model without LoRA, value for value; it only stops training. The
+  // adapters' generators are seeded from a stream of their own, so adding or removing a target
+  // changes no base value and no other adapter's.
+  for (ModuleSpec& m : model.modules)
+    for (ParamSpec& p : m.params) p.trainable = false;
+  const std::uint64_t loraSeed = mix(seed, 0x4C6F5241ull);  // "LoRA"
+  for (int i = 0; i < s.layers; ++i) {
+    ModuleSpec& m = model.modules[static_cast<std::size_t>(i) + 1];
+    for (LoraTarget t : lora.targets) {
+      const std::int64_t in = inFeatures(t, C), out = outFeatures(t, C);
+      const std::uint64_t k = static_cast<std::uint64_t>(i) * kNumLoraTargets + static_cast<std::uint64_t>(t);
+      m.params.push_back(ParamSpec{loraAName(i, t), {lora.rank, in},
+                                   uniformInit(mix(loraSeed, k), 1.0 / std::sqrt(static_cast<double>(in)))});
+      m.params.push_back(ParamSpec{loraBName(i, t), {out, lora.rank}, init::constant(0.0f)});
+    }
+  }
   return model;
 }
 
