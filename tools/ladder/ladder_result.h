@@ -32,6 +32,7 @@ struct RungResult {
 
   bool ran() const { return status == RungStatus::Ran; }
   double stepSeconds() const { return steps.typical(); }
+  double computeSeconds() const { return steps.typicalCompute(); }
   // Tokens of one global batch over the typical step time.
   double tokensPerSecond(const LadderSpec& spec) const;
   bool fits(std::uint64_t budget) const { return measured.devicePeak() <= budget; }

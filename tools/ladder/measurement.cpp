@@ -100,9 +100,9 @@ LedgerReading parseLedgerTable(const std::string& output) {
   return r;
 }
 
-double StepTimes::typical() const {
-  if (seconds.empty()) return 0;
-  std::vector<double> s(seconds.size() > 1 ? seconds.begin() + 1 : seconds.begin(), seconds.end());
+double StepTimes::typicalOf(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  std::vector<double> s(values.size() > 1 ? values.begin() + 1 : values.begin(), values.end());
   std::sort(s.begin(), s.end());
   const std::size_t n = s.size();
   return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -120,8 +120,11 @@ StepTimes parseStepLog(const std::string& text) {
     if (!j.is_object() || !j.contains("step_s") || !j["step_s"].is_number())
       ZRT_THROW(InvalidArgument, "step log line ", number, ": expected a JSON object with step_s, got '", line, "'");
     t.seconds.push_back(j["step_s"].get<double>());
+    if (j.contains("compute_s") && j["compute_s"].is_number()) t.compute.push_back(j["compute_s"].get<double>());
   }
   if (t.seconds.empty()) ZRT_THROW(InvalidArgument, "the step log has no step");
+  if (!t.compute.empty() && t.compute.size() != t.seconds.size())
+    ZRT_THROW(InvalidArgument, "the step log has compute_s on ", t.compute.size(), " of its ", t.seconds.size(), " steps");
   return t;
 }
 

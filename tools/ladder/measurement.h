@@ -36,13 +36,17 @@ LedgerReading parseLedgerTable(const std::string& output);
 
 struct StepTimes {
   std::vector<double> seconds;  // step_s of each step line, in order
+  std::vector<double> compute;  // compute_s (the model's forward and backward), when logged
   // The median of the steps after the first (the first allocates, faults pages in and records
   // stage 3's trace), or of all when there is one.
-  double typical() const;
+  double typical() const { return typicalOf(seconds); }
+  double typicalCompute() const { return typicalOf(compute); }
+  static double typicalOf(const std::vector<double>& values);
 };
 
-// The --json-log file's text: one JSON object per line with "step_s". Throws InvalidArgument
-// naming the line for a line that is not such an object, or when there is no step.
+// The --json-log file's text: one JSON object per line with "step_s" (and "compute_s", read
+// when present). Throws InvalidArgument naming the line for a line that is not such an object,
+// or when there is no step.
 StepTimes parseStepLog(const std::string& text);
 
 }  // namespace zrt::ladder

@@ -70,35 +70,37 @@ std::string formatTable(const LadderResult& res) {
               formatBytes(budget).c_str(), res.steps);
   out += "Bytes per rank (rank 0). plan: zrt-plan's bill for the rung's config (model states + buffers + "
          "activations); ledger: the run's peak; diff = (plan - ledger) / ledger.\n\n";
-  out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s | %-14s | %s\n", "rung",
+  out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s %9s | %-14s | %s\n", "rung",
               "levers", "mb x acc", "device plan", "ledger", "diff", "states plan", "ledger", "diff",
-              "host", "nvme", "step s", "tokens/s", "fits budget", "agreement");
+              "host", "nvme", "step s", "compute s", "tokens/s", "fits budget", "agreement");
   for (const RungResult& r : res.rungs) {
     const std::string pDev = formatBytes(r.prediction.devicePeak());
     const std::string pStates = formatBytes(r.prediction.bytes.modelStates(MemPlace::Device));
     if (!r.ran()) {
-      out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s | %-14s | %s%s\n",
+      out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s %9s | %-14s | %s%s\n",
                   r.rung.name.c_str(), r.rung.strategy.id().c_str(), batchOf(r.rung).c_str(), pDev.c_str(), "-",
-                  "", pStates.c_str(), "-", "", "-", "-", "-", "-", "-", statusName(r.status).c_str(),
+                  "", pStates.c_str(), "-", "", "-", "-", "-", "-", "-", "-", statusName(r.status).c_str(),
                   r.note.empty() ? "" : (" (" + r.note + ")").c_str());
       continue;
     }
     const Check* dev = findCheck(r.agreement, "device peak");
     const Check* states = findCheck(r.agreement, "model states, device");
     ZRT_ENFORCE(dev && states, "a rung that ran has both device checks");
-    char step[32], tps[32];
+    char step[32], compute[32], tps[32];
     std::snprintf(step, sizeof step, "%.4f", r.stepSeconds());
+    std::snprintf(compute, sizeof compute, "%.4f", r.computeSeconds());
     std::snprintf(tps, sizeof tps, "%.0f", r.tokensPerSecond(s));
-    out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s | %-14s | %s\n",
+    out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s %9s | %-14s | %s\n",
                 r.rung.name.c_str(), r.rung.strategy.id().c_str(), batchOf(r.rung).c_str(), pDev.c_str(),
                 formatBytes(r.measured.devicePeak()).c_str(), formatDifference(dev->difference).c_str(),
                 pStates.c_str(), formatBytes(states->measured).c_str(),
                 formatDifference(states->difference).c_str(), formatBytes(r.measured.hostPeak()).c_str(),
-                formatBytes(r.measured.nvmePeak()).c_str(), step, tps, fitsCell(r, budget).c_str(),
+                formatBytes(r.measured.nvmePeak()).c_str(), step, compute, tps, fitsCell(r, budget).c_str(),
                 r.agreement.ok() ? "ok" : ("DISAGREE: " + r.agreement.summary()).c_str());
   }
   out += line("\nAgreement: model states within %.0f%% in every place (device, host, NVMe), device peak within "
-              "%.0f%%. step s: median step time after the first step; tokens/s: global batch x T / step s.\n",
+              "%.0f%%. step s: median step time after the first step; compute s: the part of it in the model's forward "
+              "and backward (recomputation included); tokens/s: global batch x T / step s.\n",
               res.tolerances.modelStates * 100, res.tolerances.overall * 100);
   int ran = 0, agree = 0;
   for (const RungResult& r : res.rungs) {
@@ -190,6 +192,7 @@ nlohmann::json toJson(const LadderResult& res) {
       o["agreement"] = r.agreement.summary();
       o["step_seconds"] = r.stepSeconds();
       o["step_seconds_all"] = r.steps.seconds;
+      o["compute_seconds"] = r.computeSeconds();
       o["tokens_per_second"] = r.tokensPerSecond(s);
       o["fits"] = r.fits(s.budgetBytes);
     }

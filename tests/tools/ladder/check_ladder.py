@@ -124,6 +124,9 @@ def main():
             tps = r["global_batch"] * T / r["step_seconds"]
             if abs(tps - r["tokens_per_second"]) > 1e-6 * tps:
                 fail(f"{name}: tokens/s {r['tokens_per_second']}, global batch x T / step s = {tps}")
+            # Each step's compute is part of that step, so the medians keep the order.
+            if not 0 < r["compute_seconds"] <= r["step_seconds"]:
+                fail(f"{name}: compute {r['compute_seconds']} s of a {r['step_seconds']} s step")
             if r["global_batch"] != 4:
                 fail(f"{name}: global batch {r['global_batch']}, want 2 x 1 x 2 ranks")
 

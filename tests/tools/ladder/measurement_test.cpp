@@ -106,11 +106,22 @@ TEST_CASE("step times: the median after the first step") {
       "{\"step\":4,\"step_s\":2.0}\n");
   CHECK(t.seconds == std::vector<double>{5, 1, 3, 2});
   CHECK(t.typical() == 2.0);  // median of 1, 3, 2
-  CHECK(StepTimes{{5, 1, 3, 2, 4}}.typical() == 2.5);
-  CHECK(StepTimes{{0.7}}.typical() == 0.7);
+  CHECK(StepTimes::typicalOf({5, 1, 3, 2, 4}) == 2.5);
+  CHECK(StepTimes::typicalOf({0.7}) == 0.7);
   CHECK(StepTimes{}.typical() == 0);
   CHECK_THROWS_WITH_AS(parseStepLog("{\"step\":1,\"step_s\":1}\nnot json\n"), doctest::Contains("line 2"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(parseStepLog("{\"step\":1}\n"), doctest::Contains("step_s"), InvalidArgument);
   CHECK_THROWS_WITH_AS(parseStepLog(""), doctest::Contains("no step"), InvalidArgument);
+}
+
+TEST_CASE("compute times are read beside step times, and must be on every step or none") {
+  const StepTimes t = parseStepLog(
+      "{\"step_s\":0.9,\"compute_s\":0.5}\n{\"step_s\":0.3,\"compute_s\":0.2}\n{\"step_s\":0.4,\"compute_s\":0.1}\n");
+  CHECK(t.compute == std::vector<double>{0.5, 0.2, 0.1});
+  CHECK(t.typicalCompute() == doctest::Approx(0.15));
+  CHECK(t.typical() == doctest::Approx(0.35));
+  CHECK(parseStepLog("{\"step_s\":1}\n").typicalCompute() == 0);
+  CHECK_THROWS_WITH_AS(parseStepLog("{\"step_s\":1,\"compute_s\":0.5}\n{\"step_s\":1}\n"),
+                       doctest::Contains("compute_s on 1 of its 2 steps"), InvalidArgument);
 }

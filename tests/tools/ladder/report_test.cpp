@@ -18,6 +18,7 @@ RungResult ranRung(const Rung& rung, const MemoryBytes& plan, const MemoryBytes&
   r.measured.peaks = meas;
   for (int p = 0; p < kNumMemPlaces; ++p) r.measured.placePeak[p] = meas.total(static_cast<MemPlace>(p));
   r.steps.seconds = {9.0, stepSeconds};
+  r.steps.compute = {8.0, stepSeconds / 2};
   r.agreement = compare(plan, plan.total(MemPlace::Device), r.measured);
   return r;
 }
@@ -77,6 +78,7 @@ TEST_CASE("the JSON carries every check and the verdicts") {
   CHECK(a["measured"]["host"] == 3000);
   CHECK(a["measured"]["cells"]["comm buckets"]["host"] == 3000);
   CHECK(a["step_seconds"] == 0.5);
+  CHECK(a["compute_seconds"] == 0.25);
   CHECK(a["tokens_per_second"] == doctest::Approx(2048));
   CHECK(a["fits"] == true);
   CHECK(a["predicted_fits"] == false);
