@@ -25,6 +25,9 @@ std::string statusName(RungStatus s) {
   return "?";
 }
 
+// A failure's note carries the trainer's last lines; the table row takes the first.
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 std::string batchOf(const Rung& r) {
   return detail::cat(r.strategy.microBatch, " x ", r.strategy.gradAccum);
 }
@@ -80,7 +83,7 @@ std::string formatTable(const LadderResult& res) {
       out += line("%-16s %-17s %8s | %11s %11s %6s | %11s %11s %6s | %11s %11s | %7s %9s %9s | %-14s | %s%s\n",
                   r.rung.name.c_str(), r.rung.strategy.id().c_str(), batchOf(r.rung).c_str(), pDev.c_str(), "-",
                   "", pStates.c_str(), "-", "", "-", "-", "-", "-", "-", "-", statusName(r.status).c_str(),
-                  r.note.empty() ? "" : (" (" + r.note + ")").c_str());
+                  r.note.empty() ? "" : (" (" + firstLine(r.note) + ")").c_str());
       continue;
     }
     const Check* dev = findCheck(r.agreement, "device peak");

@@ -46,6 +46,16 @@ LadderResult example() {
   return res;
 }
 
+LadderResult withFailure() {
+  LadderResult res = example();
+  RungResult failed;
+  failed.rung = ladderRungs(res.spec)[2];
+  failed.status = RungStatus::Failed;
+  failed.note = "zrt-train exit 2; its output's last lines:\nzrt-train: the model does not fit";
+  res.rungs.push_back(failed);
+  return res;
+}
+
 }  // namespace
 
 TEST_CASE("the table shows agreement, disagreement and rungs that did not run") {
@@ -96,4 +106,16 @@ TEST_CASE("the JSON carries every check and the verdicts") {
   CHECK(j["rungs"][2]["note"] == "zrt-train has no --lora-rank");
   CHECK(!j["rungs"][2].contains("measured"));
   CHECK(j["model"]["parameters"] == 834'304);
+}
+
+TEST_CASE("a failed rung's row says so on one line, and the JSON keeps the whole note") {
+  const LadderResult res = withFailure();
+  CHECK(!res.allRan());
+  const std::string t = formatTable(res);
+  CHECK(t.find("| failed (zrt-train exit 2; its output's last lines:)\n") != std::string::npos);
+  CHECK(t.find("the model does not fit") == std::string::npos);
+  CHECK(toJson(res)["rungs"][3]["note"] == res.rungs[3].note);
+  CHECK(toJson(res)["rungs"][3]["status"] == "failed");
+  CHECK(example().allRan());
+  CHECK(!example().allAgree());
 }
