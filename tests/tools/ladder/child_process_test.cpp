@@ -67,14 +67,17 @@ TEST_CASE("a child past its time limit is ended with the processes it started") 
   std::string pid = readAll(pidFile);
   while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
   REQUIRE(!pid.empty());
-  // The grandchild got the group's signal; once reaped by init it no longer exists. Polls for
-  // that, at most 5 s.
+  // The grandchild got the group's signal: it is gone, or a zombie waiting for whoever inherited
+  // it (a container's init may never reap it). Polls for that, at most 5 s.
   const pid_t g = static_cast<pid_t>(std::stol(pid));
+  auto ended = [g] {
+    if (::kill(g, 0) != 0) return true;
+    const std::string stat = readAll("/proc/" + std::to_string(g) + "/stat");
+    const std::size_t paren = stat.rfind(')');  // "pid (comm) S ...": the state after the name
+    return paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z';
+  };
   bool gone = false;
-  for (int i = 0; i < 250 && !gone; ++i) {
-    gone = ::kill(g, 0) != 0;
-    if (!gone) ::usleep(20'000);
-  }
+  for (int i = 0; i < 250 && !(gone = ended()); ++i) ::usleep(20'000);
   CHECK(gone);
   std::filesystem::remove(out);
   std::filesystem::remove(pidFile);
