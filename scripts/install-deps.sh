@@ -15,6 +15,7 @@ packages=(
   libxxhash-dev                       # checksums
   libboost-dev                        # Boost.Asio thread pool
   libopenblas-dev                     # the reference trainer's GPT-2 (cblas_sgemm)
+  libexpat1-dev                       # zrt-ladder's SVG test parses the chart as XML
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   fio                                 # offload benchmark reference
 )
