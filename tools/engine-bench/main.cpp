@@ -11,6 +11,11 @@
 // reductions, the optimizer, the gathers) against that floor, not a model's FLOPs.
 // Stage 3 runs twice: with the trace's prefetch ("3") and without ("3 no-pf",
 // stage3_prefetch_bucket_size 0), with at most --max-live parameters gathered at once.
+// With --param-nvme DIR, stage 3 also runs with the optimizer on the CPU and the parameter
+// shard in host memory ("3 p-cpu"), in swap files under DIR read ahead through 5 staging
+// buffers ("3 p-nvme"), and through 1 ("3 p-nvme b1": each read starts only when its gather is
+// due); "read wait" is the time fetches waited for NVMe reads. --passes N makes the synthetic
+// forward read each parameter N times (more compute for the reads to hide behind).
 //   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2,3
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -48,11 +53,23 @@ struct Options {
   std::string precision = "bf16";
   std::string device = "host:16G";
   std::string bucket = "5e7";
+  std::string paramNvme;  // a directory: the stage-3 parameter-offload rows
+  int passes = 1;
+};
+
+// One row: a stage, with or without the trace's prefetch, and where the parameters live.
+struct Run {
+  int stage = 0;
+  bool prefetch = true;
+  std::string offload;  // zero_optimization keys added to the config
+  std::string label;
 };
 
 struct Timing {
   double step = 0, compute = 0, comm = 0, optimizer = 0;
   std::int64_t onDemand = 0;  // stage 3: gathers the step waited for on demand
+  double readWait = 0;        // offload_param nvme: fetches waiting for reads
+  std::int64_t readsAhead = 0;
 };
 
 zrt::EngineModel benchModel(std::uint64_t total, int modules) {
@@ -80,7 +97,7 @@ std::uint64_t readAll(const zrt::TensorRef& t) {
 
 volatile std::uint64_t sink = 0;
 
-Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
+Timing runSteps(zrt::Engine& engine, int steps, int passes, MPI_Comm sync) {
   Timing best{1e30, 0, 0, 0};
   for (int s = 0; s < steps + 1; ++s) {  // the first step warms up and is not counted
     ZRT_CHECK_MPI(MPI_Barrier(sync));
@@ -88,7 +105,8 @@ Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
     for (int m = 0; m < engine.accumulationSteps(); ++m) {
       engine.beginMicroStep();
       for (std::size_t mod = 0; mod < engine.numModules(); ++mod) {  // the synthetic forward
-        for (const zrt::TensorRef& t : engine.parameters(mod)) sink = sink + readAll(t);
+        for (const zrt::TensorRef& t : engine.parameters(mod))
+          for (int k = 0; k < passes; ++k) sink = sink + readAll(t);
         engine.release(mod);
       }
       for (std::size_t mod = engine.numModules(); mod-- > 0;) {
@@ -105,7 +123,8 @@ Timing runSteps(zrt::Engine& engine, int steps, MPI_Comm sync) {
     double wall = zrt::secondsSince(t0);
     ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, sync));
     if (s > 0 && wall < best.step)
-      best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds, r.gathersOnDemand};
+      best = {wall, r.computeSeconds, r.commSeconds, r.optimizerSeconds, r.gathersOnDemand,
+              r.paramReadWaitSeconds, r.paramReadsAhead};
   }
   return best;
 }
@@ -119,7 +138,9 @@ std::uint64_t peakOverRanks(const zrt::MemoryLedger& ledger, MemTag tag, MPI_Com
   return most;
 }
 
-std::string configFor(const Options& o, int stage, bool prefetch, int world) {
+std::string configFor(const Options& o, const Run& run, int world) {
+  const int stage = run.stage;
+  const bool prefetch = run.prefetch;
   std::string precision;
   if (o.precision == "bf16") precision = R"("bf16": {"enabled": true},)";
   if (o.precision == "fp16") precision = R"("fp16": {"enabled": true},)";
@@ -128,7 +149,8 @@ std::string configFor(const Options& o, int stage, bool prefetch, int world) {
                           R"("zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": ")",
                           o.bucket, R"(", "allgather_bucket_size": ")", o.bucket,
                           R"(", "overlap_comm": true, "stage3_max_live_parameters": ")", o.maxLive,
-                          R"(", "stage3_prefetch_bucket_size": )", prefetch ? "50000000" : "0", "}}");
+                          R"(", "stage3_prefetch_bucket_size": )", prefetch ? "50000000" : "0", run.offload,
+                          "}}");
 }
 
 }  // namespace
@@ -145,6 +167,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision, "bf16, fp16 or fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_option("--device", o.device, "device spec (host:<capacity>)");
   app.add_option("--bucket", o.bucket, "reduce and all-gather bucket size, elements");
+  app.add_option("--param-nvme", o.paramNvme, "directory: also run stage 3 with the parameters on NVMe");
+  app.add_option("--passes", o.passes, "reads of each parameter in the synthetic forward")->check(CLI::Range(1, 1000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -162,24 +186,36 @@ int main(int argc, char** argv) {
                   o.steps);
       std::printf("stage 3: at most %s parameters gathered at once (stage3_max_live_parameters)\n",
                   o.maxLive.c_str());
-      std::printf("%-8s %9s %9s %9s | %9s %9s %9s %9s | %10s %10s %10s %10s %10s %10s\n", "stage",
+      std::printf("%-12s %9s %9s %9s | %9s %9s %9s %9s %9s %9s | %10s %10s %10s %10s %10s %10s\n", "stage",
                   "step s", "no-comm s", "not hid s", "compute s", "comm s", "optim s", "on-demand",
-                  "params", "gathered", "grads", "optimizer", "buckets", "other");
+                  "read wait", "read ahd", "params", "gathered", "grads", "optimizer", "buckets", "other");
     }
-    std::vector<std::pair<int, bool>> runs;  // stage, prefetch
+    std::vector<Run> runs;
     for (int stage : o.stages) {
-      runs.push_back({stage, true});
-      if (stage == 3) runs.push_back({stage, false});
+      runs.push_back({stage, true, "", std::to_string(stage)});
+      if (stage != 3) continue;
+      runs.push_back({stage, false, "", "3 no-pf"});
+      if (o.paramNvme.empty()) continue;
+      const std::string cpuOptimizer = R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})";
+      auto nvme = [&](int buffers) {
+        return zrt::detail::cat(cpuOptimizer, R"(, "offload_param": {"device": "nvme", "max_in_cpu": 0, )",
+                                R"("pin_memory": true, "buffer_count": )", buffers, R"(, "nvme_path": [")",
+                                o.paramNvme, R"("]})");
+      };
+      runs.push_back({stage, true, cpuOptimizer + R"(, "offload_param": {"device": "cpu", "pin_memory": true})",
+                      "3 p-cpu"});
+      runs.push_back({stage, true, nvme(5), "3 p-nvme"});
+      runs.push_back({stage, true, nvme(1), "3 p-nvme b1"});
     }
-    for (const auto& [stage, prefetch] : runs) {
-      const zrt::Config config = zrt::parseConfig(configFor(o, stage, prefetch, world), "engine-bench", world);
+    for (const Run& run : runs) {
+      const zrt::Config config = zrt::parseConfig(configFor(o, run, world), "engine-bench", world);
       Timing real, silent;
       std::uint64_t peaks[6];
       {
         zrt::MemoryLedger ledger;
         auto device = zrt::makeDevice(o.device, ledger);
         zrt::Engine engine(config, *device, comm, benchModel(total, o.modules));
-        real = runSteps(engine, o.steps, MPI_COMM_WORLD);
+        real = runSteps(engine, o.steps, o.passes, MPI_COMM_WORLD);
         const MemTag tags[] = {MemTag::Parameters, MemTag::GatheredParameters, MemTag::Gradients,
                                MemTag::OptimizerState, MemTag::CommBuckets, MemTag::Other};
         for (int t = 0; t < 6; ++t) peaks[t] = peakOverRanks(ledger, tags[t], MPI_COMM_WORLD);
@@ -188,13 +224,13 @@ int main(int argc, char** argv) {
         zrt::MemoryLedger ledger;
         auto device = zrt::makeDevice(o.device, ledger);
         zrt::Engine engine(config, *device, none, benchModel(total, o.modules));
-        silent = runSteps(engine, o.steps, MPI_COMM_WORLD);
+        silent = runSteps(engine, o.steps, o.passes, MPI_COMM_WORLD);
       }
       if (rank == 0) {
-        const std::string label = std::to_string(stage) + (stage == 3 && !prefetch ? " no-pf" : "");
-        std::printf("%-8s %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %9lld | %10s %10s %10s %10s %10s %10s\n",
-                    label.c_str(), real.step, silent.step, std::max(0.0, real.step - silent.step),
+        std::printf("%-12s %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %9lld %9.3f %9lld | %10s %10s %10s %10s %10s %10s\n",
+                    run.label.c_str(), real.step, silent.step, std::max(0.0, real.step - silent.step),
                     real.compute, real.comm, real.optimizer, static_cast<long long>(real.onDemand),
+                    real.readWait, static_cast<long long>(real.readsAhead),
                     zrt::formatBytes(peaks[0]).c_str(), zrt::formatBytes(peaks[1]).c_str(),
                     zrt::formatBytes(peaks[2]).c_str(), zrt::formatBytes(peaks[3]).c_str(),
                     zrt::formatBytes(peaks[4]).c_str(), zrt::formatBytes(peaks[5]).c_str());

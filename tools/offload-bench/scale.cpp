@@ -1,6 +1,6 @@
 // zrt-offload-scale: trains a model whose full training state does not fit in this machine's
-// memory, with the optimizer state on NVMe and the parameter shard in host memory (ZeRO stage 3,
-// the `host` device), under mpirun. The task is deliberately cheap to compute so the run
+// memory, with the optimizer state on NVMe and the parameter shard in host memory, or with
+// --param-nvme in swap files too (ZeRO stage 3, the `host` device), under mpirun. The task is deliberately cheap to compute so the run
 // measures the offload path: every parameter w is pulled towards a target, loss = mean((w − t)²)
 // over all parameters (t a fixed pattern), whose gradient 2(w − t)/Ψ the "backward" writes.
 // It prints per step the loss, the step time, the optimizer's wait on NVMe and the I/O rate, and
@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   zrt::comm::MpiEnvironment mpi(&argc, &argv);
   std::string params = "2e9", nvmePath = ".", subGroup = "5e7", device = "host:64G";
   int modules = 40, steps = 4, buffers = 4;
+  bool paramNvme = false;
   CLI::App app{"zrt-offload-scale: a model larger than memory, optimizer on NVMe"};
   app.add_option("--params", params, "parameters in all");
   app.add_option("--modules", modules, "modules (each gathered whole at stage 3)")->check(CLI::Range(1, 100000));
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   app.add_option("--sub-group", subGroup, "sub_group_size, elements");
   app.add_option("--buffers", buffers, "offload_optimizer.buffer_count")->check(CLI::Range(1, 64));
   app.add_option("--device", device, "device spec");
+  app.add_flag("--param-nvme", paramNvme, "the parameter shard in swap files too (offload_param nvme, max_in_cpu 0)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,7 +69,10 @@ int main(int argc, char** argv) {
                          R"("optimizer": {"type": "AdamW", "params": {"lr": 0.002}},)",
                          R"("zero_optimization": {"stage": 3, "sub_group_size": ")", subGroup,
                          R"(", "reduce_bucket_size": 5e7, "stage3_max_live_parameters": )", 2 * perModule,
-                         R"(, "offload_param": {"device": "cpu"},)",
+                         paramNvme ? zrt::detail::cat(R"(, "offload_param": {"device": "nvme", "max_in_cpu": 0, )",
+                                                      R"("buffer_size": )", perModule, R"(, "nvme_path": [")",
+                                                      nvmePath, R"("]},)")
+                                   : std::string(R"(, "offload_param": {"device": "cpu"},)"),
                          R"("offload_optimizer": {"device": "nvme", "nvme_path": [")", nvmePath,
                          R"("], "buffer_count": )", buffers, "}}}"),
         "zrt-offload-scale", world);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A training job with its optimizer state on NVMe, ended by SIGTERM mid-run (what a scheduler's
+# A training job with its optimizer state and its parameters on NVMe, ended by SIGTERM mid-run (what a scheduler's
 # cancel sends, through mpirun to every rank): every rank exits, and the swap files and the
 # ranks' private swap directories are gone.
 #   sigterm_swap_test.sh MPIEXEC [MPI FLAGS...] -- ZRT_OFFLOAD_SCALE
@@ -12,7 +12,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/zrt-sigterm-XXXXXX")
 log=$(mktemp)
 trap 'rm -rf "$dir" "$log"' EXIT
 "${mpi[@]}" -np 2 "$scale" --params 4e6 --modules 4 --steps 100000 --sub-group 1e6 \
-  --nvme-path "$dir" --device host:1G >"$log" 2>&1 &
+  --param-nvme --nvme-path "$dir" --device host:1G >"$log" 2>&1 &
 job=$!
 # Training has started once step lines appear (the swap files exist from set-up on).
 for _ in $(seq 1 600); do
@@ -22,7 +22,7 @@ for _ in $(seq 1 600); do
 done
 grep -q "^step " "$log" || { cat "$log"; echo "FAIL: no training step within 60 s"; exit 1; }
 files=$(find "$dir" -type f | wc -l)
-[ "$files" -ge 6 ] || { find "$dir"; echo "FAIL: expected the ranks' swap files (3 each), found $files"; exit 1; }
+[ "$files" -ge 8 ] || { find "$dir"; echo "FAIL: expected the ranks' swap files (4 each), found $files"; exit 1; }
 kill -TERM "$job"
 for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$job" 2>/dev/null; then
