@@ -1,8 +1,25 @@
 # Warning and sanitizer flags. Warnings apply to ZRT's own targets through zrt_target_defaults();
-# sanitizers apply to everything built in the tree (tests included) when ZRT_SANITIZE is on.
+# sanitizers apply to everything built in the tree (tests included) when ZRT_SANITIZE or ZRT_FUZZ
+# is on.
 
 if(ZRT_SANITIZE)
   add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=address,undefined>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# The fuzz build: coverage instrumentation for libFuzzer on everything, ASan and UBSan as in
+# ZRT_SANITIZE; tests/fuzz links its targets with -fsanitize=fuzzer. libFuzzer is clang's.
+if(ZRT_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "ZRT_FUZZ=ON needs clang (libFuzzer); configure with "
+                        "-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  if(ZRT_SANITIZE)
+    message(FATAL_ERROR "ZRT_FUZZ=ON already builds with ASan and UBSan; leave ZRT_SANITIZE off")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined>
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
   add_link_options(-fsanitize=address,undefined)

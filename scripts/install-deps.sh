@@ -17,6 +17,7 @@ packages=(
   libopenblas-dev                     # the reference trainer's GPT-2 (cblas_sgemm)
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   fio                                 # offload benchmark reference
+  clang libclang-rt-dev libomp-dev    # fuzz targets: libFuzzer (clang's runtime), OpenMP for clang
 )
 missing=()
 for p in "${packages[@]}"; do
