@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is needed, builds, and runs every test through
 # ctest; then builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite
-# there too (ZRT_SKIP_SANITIZE=1 skips that second pass); then a short run of each fuzz target
-# (ZRT_SKIP_FUZZ=1 skips it; ZRT_FUZZ_SECONDS, default 10, sets its length) in a small build of
-# its own (docs/operations.md). Exits non-zero when any test fails.
+# there too (ZRT_SKIP_SANITIZE=1 skips that second pass); then the threaded parts under
+# ThreadSanitizer (ZRT_SKIP_TSAN=1 skips it) and a short run of each fuzz target
+# (ZRT_SKIP_FUZZ=1 skips it; ZRT_FUZZ_SECONDS, default 10, sets its length), each in a small
+# build of its own (docs/operations.md). Exits non-zero when any test fails.
 #
 # Skips: after each ctest the skipped tests are listed (with the reason each printed), and the
 # run fails when any test other than a GPU test (ctest label `cuda`, from zrt_add_test CUDA) was
@@ -65,6 +66,16 @@ if [ "${ZRT_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug "${launcher[@]}"
   cmake --build build-sanitize -j "$jobs"
   run_suite build-sanitize
+fi
+
+if [ "${ZRT_SKIP_TSAN:-0}" != 1 ]; then
+  # Only zrt_core, zrt_comm, zrt_offload and the tests of the threaded parts (tests/CMakeLists.txt
+  # names them); Open MPI's own reports are suppressed by tests/support/tsan.supp, with reasons.
+  echo "== the threaded parts (comm progress and watchdog, I/O engine, swapper) under ThreadSanitizer"
+  cmake -S . -B build-tsan -DZRT_TSAN=ON -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+  cmake --build build-tsan -j "$jobs" --target zrt_tsan_tests
+  run_suite build-tsan
 fi
 
 if [ "${ZRT_SKIP_FUZZ:-0}" != 1 ]; then
