@@ -70,7 +70,9 @@ for r in $(seq 0 $((ranks - 1))); do
   [ "$r" = "$victim" ] && continue
   # e.g. [zrt rank 0] error: peer lost: rank 1 (pid 4242) exited while this rank waited 1.0 s in
   #      reduceScatter #9 (5.98 KiB bf16, path mpi) (6120 bytes); ended by SIGTERM
-  pattern="^\[zrt rank $r\] error: peer lost: rank $victim \(pid $victim_pid\) exited while this rank waited [0-9.]+ s in [a-zA-Z]+ #[0-9]+ .*\([0-9]+ bytes\)"
+  # In recovery mode a rank may also list a peer that ended the job before it ("peers lost:
+  # rank 0 (pid 4241), rank 1 (pid 4242) exited ...").
+  pattern="^\[zrt rank $r\] error: peers? lost: (rank [0-9]+ \(pid [0-9]+\), )*rank $victim \(pid $victim_pid\)(, rank [0-9]+ \(pid [0-9]+\))* exited while this rank waited [0-9.]+ s in [a-zA-Z]+ #[0-9]+ .*\([0-9]+ bytes\)"
   grep -Eq "$pattern" "$log" || fail "rank $r did not report the loss of rank $victim and the operation it waited in"
   echo "ok: rank $r named rank $victim (pid $victim_pid) and its operation"
 done
