@@ -342,6 +342,7 @@ void train(Run& run) {
                 firstLoss, lastLoss, lastVal.value_or(0.0));
     std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
     std::fflush(stdout);
+    if (run.jsonLog.is_open()) run.jsonLog << memoryJson(run.ledger) << '\n' << std::flush;
   }
 }
 

@@ -53,7 +53,7 @@ void addFlags(CLI::App& app, Options& o) {
   app.add_option("--device", o.device, "host or cuda (default: the config's zrt.device)");
   app.add_option("--device-mem", o.deviceMem,
                  "capacity of the host device, e.g. 2G (default: the config's zrt.host_device_memory)");
-  app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file");
+  app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file, and rank 0's memory ledger in bytes after the last");
   app.add_option("--progress", o.progress,
                  "on: one progress line with ETA rewritten in place; off: a line per step; auto: on "
                  "when stdout is a terminal outside mpirun")

@@ -142,7 +142,7 @@ def zrt_run(a, shape, stage, ranks, batch, threads, work):
         return None, None, (lines[0] if lines else f"exit {p.returncode}")
     flops = float(re.search(r"([0-9.e+]+) model FLOPs per token", p.stdout).group(1))
     with open(log) as f:
-        rows = [json.loads(l) for l in f]
+        rows = [r for r in map(json.loads, f) if "step" in r]  # the last line is the memory ledger
     return statistics.median(r["tokens_per_s"] for r in rows[2:]), flops, None
 
 
