@@ -38,6 +38,9 @@ constexpr int kSlots = 64;
 std::array<Slot, kSlots> gSlots;
 
 constexpr int kSignals[] = {SIGINT, SIGTERM};
+// deferStopSignals(): the first signal is only recorded here.
+std::atomic<bool> gDeferStop{false};
+std::atomic<int> gStopSignal{0};
 struct sigaction gPrevious[2];
 
 // linux_dirent64 as getdents64 fills it (glibc has no wrapper before 2.30's getdents64).
@@ -72,6 +75,13 @@ void cleanupAll() noexcept {
 
 void onSignal(int sig) {
   const int saved = errno;
+  if (gDeferStop.load(std::memory_order_acquire)) {
+    int none = 0;
+    if (gStopSignal.compare_exchange_strong(none, sig)) {
+      errno = saved;
+      return;
+    }
+  }
   cleanupAll();
   for (std::size_t i = 0; i < std::size(kSignals); ++i) {
     if (kSignals[i] == sig) {
@@ -176,6 +186,13 @@ int registerCleanupDirectory(const std::filesystem::path& dir) {
   }
   ZRT_THROW(Error, "cleanup registry: all ", kSlots, " slots in use; cannot register ", s);
 }
+
+void deferStopSignals() {
+  gDeferStop.store(true, std::memory_order_release);
+  install();
+}
+
+int stopSignal() noexcept { return gStopSignal.load(std::memory_order_acquire); }
 
 void unregisterCleanupDirectory(int slot) {
   ZRT_ENFORCE(slot >= 0 && slot < kSlots, "bad cleanup slot ", slot);

@@ -8,6 +8,11 @@
 // a seqlock (a path another thread is rewriting is skipped, never acted on half-written), and
 // only open/getdents64/unlinkat/rmdir system calls. Signals whose disposition is SIG_IGN are left
 // alone (they do not end the process).
+// Deferred stop (deferStopSignals, for a trainer's --save-on-signal): the first SIGINT/SIGTERM
+// only records the signal (stopSignal()) and removes nothing; the program stops at its next step
+// boundary, saves, and its owners remove their directories on the normal exit path. A second
+// signal acts as above (cleanup, then the previous disposition): an operator in a hurry is not
+// held up by the save.
 // Thread-safety: registerDirectory/unregisterDirectory from any thread.
 #pragma once
 
@@ -20,6 +25,12 @@ namespace zrt::offload {
 // cannot be installed.
 int registerCleanupDirectory(const std::filesystem::path& dir);
 void unregisterCleanupDirectory(int slot);
+
+// Switches SIGINT/SIGTERM to the deferred stop above (installing the handlers if no directory
+// is registered yet). Throws Error as registerCleanupDirectory.
+void deferStopSignals();
+// The first signal received since deferStopSignals(), or 0; async-signal-safe.
+int stopSignal() noexcept;
 
 // Removes every plain file directly inside `dir`, then `dir` itself; async-signal-safe.
 // Returns 0 or the first errno met (ENOENT counts as success).
