@@ -1,6 +1,10 @@
 #include "runtime/metrics/metrics_server.h"
 
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (C++20).
+#include <utility>
+// clang-format off
 #include <boost/asio.hpp>
+// clang-format on
 
 #include <chrono>
 #include <mutex>

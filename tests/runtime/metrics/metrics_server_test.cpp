@@ -77,7 +77,7 @@ TEST_CASE("a client that never sends its request does not hold up shutdown") {
 TEST_CASE("a port in use and an address that is none are refused, naming address:port") {
   MetricsServer first("127.0.0.1", 0);
   const std::string where = "127.0.0.1:" + std::to_string(first.port());
-  CHECK_THROWS_WITH_AS(MetricsServer("127.0.0.1", first.port()), doctest::Contains(where + ": cannot bind"), Error);
+  CHECK_THROWS_WITH_AS(MetricsServer("127.0.0.1", first.port()), doctest::Contains((where + ": cannot bind").c_str()), Error);
   CHECK_THROWS_WITH_AS(MetricsServer("localhost", 9), doctest::Contains("localhost:9: \"localhost\" is not an IP address"),
                        InvalidArgument);
 }
