@@ -96,6 +96,13 @@ void onSignal(int sig) {
 
 void atExit() { cleanupAll(); }
 
+// SIGUSR1 under deferStopSignals(): a stop request only (mpirun forwards it to every rank and
+// keeps running, unlike SIGTERM); a repeat changes nothing.
+void onStopRequest(int sig) {
+  int none = 0;
+  gStopSignal.compare_exchange_strong(none, sig);
+}
+
 // Installs the handler, chaining to whatever is installed now. Called at every registration:
 // a library or framework that set its own handler after ours (MPI, a test runner) is then
 // chained behind ours instead of silently replacing it. Throws Error naming the call that
@@ -190,6 +197,12 @@ int registerCleanupDirectory(const std::filesystem::path& dir) {
 void deferStopSignals() {
   gDeferStop.store(true, std::memory_order_release);
   install();
+  struct sigaction sa {};
+  sa.sa_handler = onStopRequest;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGUSR1, &sa, nullptr) != 0)
+    ZRT_THROW(Error, "cleanup registry: sigaction(SIGUSR1) failed: ", std::strerror(errno));
 }
 
 int stopSignal() noexcept { return gStopSignal.load(std::memory_order_acquire); }

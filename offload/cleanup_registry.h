@@ -12,7 +12,8 @@
 // only records the signal (stopSignal()) and removes nothing; the program stops at its next step
 // boundary, saves, and its owners remove their directories on the normal exit path. A second
 // signal acts as above (cleanup, then the previous disposition): an operator in a hurry is not
-// held up by the save.
+// held up by the save. SIGUSR1 then also requests the stop (mpirun forwards it to every rank
+// and, unlike SIGTERM, keeps the job and its output going); repeating it changes nothing.
 // Thread-safety: registerDirectory/unregisterDirectory from any thread.
 #pragma once
 
@@ -29,7 +30,8 @@ void unregisterCleanupDirectory(int slot);
 // Switches SIGINT/SIGTERM to the deferred stop above (installing the handlers if no directory
 // is registered yet). Throws Error as registerCleanupDirectory.
 void deferStopSignals();
-// The first signal received since deferStopSignals(), or 0; async-signal-safe.
+// The first signal (SIGINT, SIGTERM or SIGUSR1) received since deferStopSignals(), or 0;
+// async-signal-safe.
 int stopSignal() noexcept;
 
 // Removes every plain file directly inside `dir`, then `dir` itself; async-signal-safe.

@@ -58,6 +58,17 @@ TEST_CASE("the first signal is recorded and removes nothing; the owner cleans up
   CHECK_FALSE(fs::exists(dir));
 }
 
+TEST_CASE("SIGUSR1 requests the stop too, and repeating it changes nothing") {
+  const int status = inChild([&] {
+    deferStopSignals();
+    ::raise(SIGUSR1);
+    ::raise(SIGUSR1);
+    return stopSignal() == SIGUSR1 ? 0 : 30;
+  });
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("a second signal cleans up and ends the process with that signal") {
   TempDir base;
   const fs::path dir = fs::path(base.path()) / "swap";

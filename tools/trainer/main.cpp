@@ -388,7 +388,10 @@ void train(Run& run) {
     if (stop) {
       if (rank == 0) {
         std::printf("%sstopped by %s after step %lld: saved %s/%s; continue with --resume %s\n", terminal ? "\n" : "",
-                    run.stopSignal == SIGINT ? "SIGINT" : run.stopSignal == SIGTERM ? "SIGTERM" : "a signal to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
+                    run.stopSignal == SIGINT    ? "SIGINT"
+                    : run.stopSignal == SIGTERM ? "SIGTERM"
+                    : run.stopSignal == SIGUSR1 ? "SIGUSR1"
+                                                : "a signal to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
                     tagForStep(s + 1).c_str(), o.saveDir.c_str());
         std::fflush(stdout);
       }
