@@ -11,7 +11,7 @@
 // every rank's figures, gathered once per step (docs/metrics.md).
 // Exit status: 0 trained; 2 bad input found before training (flags, config, data file, a model
 // that does not fit the device), with a message naming the flag or file; 1 a failure during
-// training; 3 stopped by SIGINT/SIGTERM with --save-on-signal, after saving a checkpoint.
+// training; 3 stopped by SIGINT/SIGTERM/SIGUSR1 with --save-on-signal, after saving a checkpoint.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 

@@ -76,8 +76,8 @@ void addFlags(CLI::App& app, Options& o) {
                  "the IP address the metrics endpoint listens on (default: the config's zrt.metrics_address, "
                  "127.0.0.1)");
   app.add_flag("--save-on-signal", o.saveOnSignal,
-               "on SIGINT/SIGTERM, stop every rank at the step boundary, save to --save-dir and exit 3 "
-               "(docs/metrics.md)");
+               "on SIGINT/SIGTERM/SIGUSR1 (under mpirun: kill -USR1 <mpirun>), stop every rank at the step "
+               "boundary, save to --save-dir and exit 3 (docs/metrics.md)");
 }
 
 void checkOptions(const Options& o) {
