@@ -6,7 +6,7 @@
       urllib while the job runs. Both ranks' lines are there, once per metric a HELP and a TYPE,
       the step count grows between two scrapes, losses are finite and equal to the step's logged
       loss, and the ledger's parameter and optimizer-state bytes equal rank 0's memory table
-      printed at the end.
+      printed at the end. A port already taken: exit 2 before training, naming address:port.
   check_live.py --mode signal --configs DIR -- MPIEXEC... ZRT_TRAIN
       A stage-3 NVMe-offload run (its nvme_path a temporary directory) with --save-on-signal:
       SIGTERM to one rank only after a few steps (as a scheduler's signal may reach the ranks at
@@ -149,6 +149,18 @@ def metrics(a):
             print(f"{tag}: scraped {int(scraped)} bytes on device; table row: {row.strip()}")
             if scraped <= 0 or not table_matches(row, scraped):
                 fail(f"{tag}: scraped {scraped} bytes, the table says {row.strip()}", table)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cmd = a.mpiexec + ["-np", "2", a.trainer, "--config", os.path.join(a.configs, "stage2.json"),
+                           "--steps", "2", "--progress", "off", "--metrics-port", str(port)] + TINY
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        want = f"metrics endpoint 127.0.0.1:{port}: cannot bind"
+        if r.returncode != 2 or want not in r.stderr or "step 1/" in r.stdout:
+            fail(f"a taken port: exit {r.returncode}, want 2 before training with '{want}'", r.stdout + r.stderr)
+        print(f"a taken port: exit 2, '{want}'")
 
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
