@@ -181,8 +181,8 @@ void setUp(Run& run) {
       checkAdapters(run, resumeDirectory(o), "--resume");
     }
     if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
+    // With --save-on-signal any step may be saved: no later checkpoint may be in the way.
     if (!o.saveDir.empty() && run.comm->rank() == 0)
-      // With --save-on-signal any step may be saved: no later checkpoint may be in the way.
       checkSaveDir(o.saveDir, o.saveOnSignal ? 1 : o.saveEvery, run.startStep, o.steps);
     const int metricsPort = o.metricsPort >= 0 ? o.metricsPort : run.config.zrt.metrics_port;
     run.metricsOn = metricsPort != 0;
