@@ -393,6 +393,7 @@ void train(Run& run) {
                     : run.stopSignal == SIGUSR1 ? "SIGUSR1"
                                                 : "a signal to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
                     tagForStep(s + 1).c_str(), o.saveDir.c_str());
+        std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
         std::fflush(stdout);
       }
       return;
