@@ -33,8 +33,19 @@ void runAll(std::array<std::atomic<TerminationHook>, kMaxHooks>& hooks, int sig)
   }
 }
 
+// deferStopSignals(): the first signal is only recorded here.
+std::atomic<bool> gDeferStop{false};
+std::atomic<int> gStopSignal{0};
+
 void onSignal(int sig) {
   const int saved = errno;
+  if (gDeferStop.load(std::memory_order_acquire)) {
+    int none = 0;
+    if (gStopSignal.compare_exchange_strong(none, sig)) {
+      errno = saved;
+      return;
+    }
+  }
   runTerminationHooks(sig);
   for (std::size_t i = 0; i < std::size(kSignals); ++i) {
     if (kSignals[i] == sig) {
@@ -118,5 +129,26 @@ void runTerminationHooks(int signal) noexcept {
   if (!gReported.exchange(true)) runAll(gReport, signal);
   runAll(gCleanup, signal);
 }
+
+// SIGUSR1 under deferStopSignals(): a stop request only; a repeat changes nothing.
+namespace {
+void onStopRequest(int sig) {
+  int none = 0;
+  gStopSignal.compare_exchange_strong(none, sig);
+}
+}  // namespace
+
+void deferStopSignals() {
+  gDeferStop.store(true, std::memory_order_release);
+  installTerminationHandler();
+  struct sigaction sa {};
+  sa.sa_handler = onStopRequest;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGUSR1, &sa, nullptr) != 0)
+    ZRT_THROW(Error, "termination handler: sigaction(SIGUSR1) failed: ", std::strerror(errno));
+}
+
+int stopSignal() noexcept { return gStopSignal.load(std::memory_order_acquire); }
 
 }  // namespace zrt

@@ -35,4 +35,16 @@ void installTerminationHandler();
 // Runs the report hooks (the first time only), then the cleanup hooks. Async-signal-safe.
 void runTerminationHooks(int signal) noexcept;
 
+// Deferred stop (a trainer's --save-on-signal): after deferStopSignals() the first SIGINT or
+// SIGTERM only records the signal (stopSignal()) and runs no hook; the program stops at its next
+// step boundary, saves, and removes its swap directories on the normal exit path. A second
+// signal acts as above (hooks, then the previous disposition): an operator in a hurry is not
+// held up by the save. SIGUSR1 then also requests the stop (mpirun forwards it to every rank and,
+// unlike SIGTERM, keeps the job and its output going); repeating it changes nothing. Throws
+// Error when a handler cannot be installed.
+void deferStopSignals();
+// The first signal (SIGINT, SIGTERM or SIGUSR1) received since deferStopSignals(), or 0;
+// async-signal-safe.
+int stopSignal() noexcept;
+
 }  // namespace zrt
