@@ -121,7 +121,7 @@ def metrics(a):
         if f"metrics: http://127.0.0.1:{port}/metrics" not in out:
             fail("the trainer did not print where its metrics are", out)
         with open(log) as f:
-            losses = {r["step"]: r["loss"] for r in map(json.loads, f)}
+            losses = {r["step"]: r["loss"] for r in map(json.loads, f) if "step" in r}  # the last line is the ledger
         for text in (first, second):
             for name in re.findall(r"^# TYPE (\S+)", text, re.M):
                 if text.count(f"# TYPE {name} ") != 1 or text.count(f"# HELP {name} ") != 1:
@@ -279,7 +279,7 @@ def stop_and_resume(a, how):
         if r.returncode != 0:
             fail(f"--resume exited {r.returncode}", r.stdout + r.stderr)
         with open(log2) as f:
-            resumed = [json.loads(line)["step"] for line in f]
+            resumed = [r["step"] for r in map(json.loads, f) if "step" in r]  # the last line is the ledger
         if resumed != [stopped + 1, stopped + 2]:
             fail(f"the resumed run logged steps {resumed}, want {[stopped + 1, stopped + 2]}")
         if leftovers(nvme):
