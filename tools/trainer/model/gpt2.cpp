@@ -396,7 +396,7 @@ struct Gpt2::Impl {
     k::layerNormForward(a.ln2, a.mean2, a.rstd2, a.xmid, p[kLn2W], p[kLn2B], s.rows, C);
     k::linearForward(a.fch, a.ln2, p[kFcW], p[kFcB], nullptr, s.rows, C, 4 * C);
     adapt(LoraTarget::Fc, a, p, a.ln2, a.fch, s.rows);
-    k::geluForward(a.fchg, a.fch, s.rows, 4 * C);
+    k::geluForward(a.fchg, a.fch, s.rows, 4 * C);  // a.fch becomes GELU's slope, for backward
     // Recomputation for backward needs everything but the block's output (but the last layer's
     // adapter input product, which its backward reads).
     if (out) k::linearForward(out, a.fchg, p[kFcProjW], p[kFcProjB], a.xmid, s.rows, 4 * C, C);

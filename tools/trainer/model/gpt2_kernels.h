@@ -85,10 +85,11 @@ void layerNormBackward(float* dx, float* tmp, const float* dy, const float* x, c
 void layerNormParamGrads(float* dw, float* db, const float* dy, const float* tmp,
                          const float* ones, int n, int c);
 
-// Rows of `cols` values: GELU, tanh approximation (GPT-2's gelu_new): out = gelu(in).
-void geluForward(float* out, const float* in, Span rows, int cols);
-// Rows: d (in place) = d * gelu'(in).
-void geluBackward(float* d, const float* in, Span rows, int cols);
+// Rows of `cols` values: GELU, tanh approximation (GPT-2's gelu_new): out = gelu(in), and `in`
+// is replaced by gelu'(in), the slope backward needs.
+void geluForward(float* out, float* in, Span rows, int cols);
+// Rows: d (in place) = d * slope, the slope geluForward left.
+void geluBackward(float* d, const float* slope, Span rows, int cols);
 
 // Causal multi-head self-attention over `pairs`, a span of the (sequence, head) pairs numbered
 // sequence x heads + head: reads every row of the sequences it works on. qkv is [b, T, 3C] (q,
