@@ -569,17 +569,22 @@ std::vector<float> Gpt2::logits(ParameterSource& src, const std::uint8_t* inputs
 
 double Gpt2::flopsPerToken() const {
   // 6 per weight per token (2 forward, 4 backward) for every matrix product's weights, the tied
-  // head included; attention's QK^T and PV are 4 T C per layer forward (the whole T x T, as
-  // computed), 12 T C forward and backward. As nanoGPT and the PaLM paper count.
+  // head included, as nanoGPT and the PaLM paper count. Attention's QK^T and PV as causal
+  // attention needs them: token t of a sequence scores and weights t + 1 positions, (T + 1) / 2
+  // on average, so 2 x 2 C (T + 1) / 2 per layer forward and three times that with backward.
+  // (PaLM's 12 L C T counts the whole T x T, as an implementation that masks after computing
+  // it does; the kernels compute only the blocks on and below the diagonal, and the figure is
+  // the model's work, not an implementation's.)
   const double L = impl_->L, C = impl_->C, T = impl_->T, V = impl_->V;
+  const double attention = 6.0 * L * C * (T + 1);
   const LoraConfig& lora = impl_->options.lora;
-  if (!lora.enabled()) return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * C * T;
+  if (!lora.enabled()) return 6.0 * (12.0 * L * C * C + V * C) + attention;
   // Frozen weights: forward and the input gradient, 4 per weight; each adapter's r (in + out)
   // parameters cost 6 as any trained weight.
   double adapters = 0;
   for (LoraTarget t : lora.targets)
     adapters += static_cast<double>(lora.rank) * static_cast<double>(inFeatures(t, impl_->C) + outFeatures(t, impl_->C));
-  return 4.0 * (12.0 * L * C * C + V * C) + 6.0 * L * adapters + 12.0 * L * C * T;
+  return 4.0 * (12.0 * L * C * C + V * C) + 6.0 * L * adapters + attention;
 }
 
 }  // namespace zrt::trainer
