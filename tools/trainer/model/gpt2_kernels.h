@@ -13,9 +13,11 @@
 // Outside a parallel region, or in a region of one thread, the calling thread does it all.
 //
 // Every kernel writes its outputs whole (no hidden accumulation) unless its name or a parameter
-// says it accumulates; none allocates. How work is split depends only on the sizes and the team
-// size, and each output element is computed by one thread in a fixed order, so a process
-// computes the same bits every time (checkpointing's recomputation relies on it).
+// says it accumulates; none allocates but attention, which keeps a per-thread scratch of one
+// head's K or V transposed (D x T floats), grown on first use. How work is split depends only
+// on the sizes and the team size, and each output element is computed by one thread in a fixed
+// order, so a process computes the same bits every time (checkpointing's recomputation relies
+// on it).
 // Thread-safety: as above; BLAS runs single-threaded inside each call.
 #pragma once
 
