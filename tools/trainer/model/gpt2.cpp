@@ -467,8 +467,9 @@ struct Gpt2::Impl {
     }
     {
       const auto p = params(src, lnfModule);
-      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C),
-             [&] { k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], share(batch).rows, C); });
+      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
+        k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], share(batch).rows, C);
+      });
       src.release(lnfModule);
     }
 

@@ -57,8 +57,8 @@ void initThreads();
 std::string blasCoreName();
 
 // Team: C[M,N] = alpha op(A) op(B) + beta C, row-major; op transposes when the flag says so.
-// Each thread computes a block of C, split along its longer side (each thread packs the whole of the
-// operand it does not split, so that one should be the smaller).
+// Each thread computes a block of C, split along its longer side (each thread packs the whole of
+// the operand it does not split, so that one should be the smaller).
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
