@@ -4,6 +4,7 @@
 #   zrt_add_mpi_test(NAME n SOURCES ... [LIBS ...] [RANKS 1 2 4] [TIMEOUT s] [LABELS ...])
 #     A doctest program linked with the MPI test main (tests/support), registered once per rank
 #     count as n_np<R> and started with mpirun; root and oversubscribe flags are added here.
+# With ZRT_TSAN only the programs in ZRT_TSAN_PROGRAMS (tests/CMakeLists.txt) are registered.
 
 execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
 # --bind-to none: each rank runs helper threads (communication progress, copy engines, I/O
@@ -27,10 +28,15 @@ set(ZRT_TEST_ENV
   "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0"
   "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/lsan.supp:print_suppressions=0"
   "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+  "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp:second_deadlock_stack=1"
   "OMPI_MCA_rmaps_base_oversubscribe=1")
 
 function(zrt_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  # The ThreadSanitizer build registers only the programs tests/CMakeLists.txt lists for it.
+  if(ZRT_TSAN AND NOT T_NAME IN_LIST ZRT_TSAN_PROGRAMS)
+    return()
+  endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -54,6 +60,13 @@ function(zrt_add_mpi_test)
   endif()
   if(NOT T_RANKS)
     set(T_RANKS 1 2 4)
+  endif()
+  if(ZRT_TSAN)
+    if(NOT T_NAME IN_LIST ZRT_TSAN_PROGRAMS)
+      return()
+    endif()
+    # Under TSan (several times slower), 2 and 3 ranks: enough for every thread to meet MPI.
+    list(FILTER T_RANKS INCLUDE REGEX "^[23]$")
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE zrt_mpi_test_main ${T_LIBS})

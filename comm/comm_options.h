@@ -46,6 +46,10 @@ struct CommOptions {
   // Called on the watchdog's thread with the timeout report; the default logs it and calls
   // MPI_Abort. Tests replace it to observe the report without ending the process.
   std::function<void(const std::string& report)> onTimeout;
+  // Called on the watchdog's thread with the report when a peer on this host exits while an
+  // operation waits for it ("peer lost: rank 1 (pid 4242) exited while this rank waited ...");
+  // the default logs it, runs the termination hooks (swap files) and calls MPI_Abort.
+  std::function<void(const std::string& report)> onPeerLost;
 
   // Defaults overridden by the ZRT_COMM_* variables; throws InvalidArgument naming a bad one.
   static CommOptions fromEnvironment();

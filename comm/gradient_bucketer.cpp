@@ -14,7 +14,37 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Stages 2/3: per ring slot, the largest piece of `shard` among the buckets staged in it (what
+// an accumulating pass receives there before adding it to the shard).
+std::vector<std::size_t> receiveElements(const GradBucketPlan& plan, std::size_t slots, const ShardRange& shard) {
+  std::vector<std::size_t> most(slots, 0);
+  for (std::size_t b = 0; b < plan.buckets.size(); ++b) {
+    const std::size_t lo = std::max<std::size_t>(plan.buckets[b].begin, shard.begin);
+    const std::size_t hi = std::min<std::size_t>(plan.buckets[b].end, shard.begin + shard.count);
+    if (hi > lo) most[b % slots] = std::max(most[b % slots], hi - lo);
+  }
+  return most;
+}
+
+std::size_t ringSlots(bool overlapComm) { return overlapComm ? 2 : 1; }
+
 }  // namespace
+
+BucketerMemory bucketerMemory(const GradBucketPlan& plan, int stage, bool overlapComm, DType dtype,
+                              bool callerOutput, int world, int rank, std::uint64_t shardAlignElements) {
+  BucketerMemory m;
+  const std::uint64_t es = dtypeSize(dtype);
+  if (stage < 2) {
+    if (!callerOutput) m.buffers = plan.totalNumel * es;
+    m.accumulation = plan.totalNumel * es;
+    return m;
+  }
+  const ShardRange shard = shardOf(plan.totalNumel, world, rank, shardAlignElements);
+  const std::size_t slots = ringSlots(overlapComm);
+  m.buffers = slots * plan.maxBucketNumel * es + (callerOutput ? 0 : shard.count * es);
+  for (std::size_t n : receiveElements(plan, slots, shard)) m.accumulation += n * es;
+  return m;
+}
 
 GradientBucketerOptions GradientBucketerOptions::fromZeroConfig(const ZeroConfig& zero, DType dtype) {
   GradientBucketerOptions o;
@@ -55,7 +85,7 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
       bytes = flat_.bytes();
     }
   } else {
-    const std::size_t slots = options_.overlapComm ? 2 : 1;
+    const std::size_t slots = ringSlots(options_.overlapComm);
     if (options_.output) {
       shardBase_ = static_cast<char*>(options_.output);
     } else {
@@ -68,7 +98,10 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
     slotOwner_.assign(slots, kNone);
     bytes += slots * plan_.maxBucketNumel * es_;
   }
-  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, MemPlace::Host, bytes);
+  ZRT_ENFORCE_EQ(bytes, bucketerMemory(plan_, options_.stage, options_.overlapComm, options_.dtype,
+                                       options_.output != nullptr, world, comm.rank(),
+                                       options_.shardAlignElements).buffers);
+  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
   const std::size_t n = plan_.numel.size(), nb = plan_.buckets.size();
   ready_.assign(n, false);
   gradPtr_.assign(n, nullptr);
@@ -87,15 +120,33 @@ GradientBucketer::~GradientBucketer() {
   }
 }
 
+void GradientBucketer::allocateAccumulation() {
+  if (accumulationAllocated_) return;
+  accumulationAllocated_ = true;
+  std::uint64_t bytes = 0;
+  if (!sharded()) {
+    acc_.resize(plan_.totalNumel * es_);
+    bytes = acc_.size();
+  } else {
+    const std::vector<std::size_t> most = receiveElements(plan_, ring_.size(), shard_);
+    for (std::size_t s = 0; s < ring_.size(); ++s) {
+      recvTemp_[s].resize(most[s] * es_);
+      bytes += recvTemp_[s].size();
+    }
+  }
+  if (options_.ledger)
+    accumulationCharge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
+}
+
 void GradientBucketer::beginBackward(bool accumulate) {
   if (inBackward_) ZRT_THROW(InvalidArgument, "beginBackward called twice without finishBackward");
   waitAllLaunched();
   inBackward_ = true;
   accumulate_ = accumulate;
   exposedSeconds_ = 0;
+  if (accumulate) allocateAccumulation();
   if (!sharded() && accumulate && !resultInAcc_) {
     // The running sum moves out of the flat buffer, which this pass overwrites.
-    acc_.resize(plan_.totalNumel * es_);
     if (!acc_.empty()) std::memcpy(acc_.data(), flatBase_, acc_.size());
     resultInAcc_ = true;
   }
@@ -195,7 +246,8 @@ void GradientBucketer::launch(std::size_t bucket) {
     char* recv;
     if (accumulate_) {
       auto& temp = recvTemp_[bucket % ring_.size()];
-      temp.resize(mine * es_);
+      ZRT_ENFORCE(temp.size() >= mine * es_, "gradient bucketer: receive buffer of ", temp.size(),
+                  " bytes for a piece of ", mine * es_);
       recv = temp.data();
     } else {
       const std::size_t from = std::max(b.begin, shard_.begin);

@@ -14,6 +14,10 @@
 // Averaging divides the reduced sums once by the world size (times the accumulation steps when
 // asked), never pre-scaling inputs. Buckets launch in plan order on every rank.
 // Construction is collective (bucket memory comes from Communicator::allocateBuffer).
+// Memory: bucketerMemory() below says how much a bucketer holds and the constructor and the first
+// accumulating pass charge exactly that to the ledger, as CommBuckets in kBucketMemoryPlace.
+// Copies of gradients that arrive far ahead of their bucket (out of backward order) are
+// transient and not charged.
 // Thread-safety: one thread (the backward pass) drives a bucketer.
 #pragma once
 
@@ -39,7 +43,7 @@ struct GradientBucketerOptions {
   int gradientAccumulationSteps = 1;
   bool averageOverAccumulation = false;  // divide by world * steps instead of world
   std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
-  MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, Host)
+  MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, kBucketMemoryPlace)
   // Where the averaged gradients go, owned by the caller (the partition manager's gradient
   // buffer); null: the bucketer allocates its own. Stages 0/1: the flat buffer of
   // plan().totalNumel elements, all-reduced in place (a gradient already sitting at its place in
@@ -49,6 +53,32 @@ struct GradientBucketerOptions {
   // stage, reduce_bucket_size, overlap_comm and contiguous_gradients from the config.
   static GradientBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
 };
+
+// Where a bucketer's memory lives. Its buffers come from Communicator::allocateBuffer (staging)
+// and the heap (accumulation), host memory with every backend ZRT has: the MPI backend's shared
+// windows, the threads backend's and NCCL's default CommBuffer::host. The Engine runs on the host
+// device only, so this memory is not the device's and is charged to host memory. zrt-plan places
+// comm buckets by this constant, so plan and ledger move together when a backend allocates its
+// buffers on a GPU (as NCCL's ncclMemAlloc would): that backend's bucketer charges the device, and
+// this rule becomes a function of the communicator.
+inline constexpr MemPlace kBucketMemoryPlace = MemPlace::Host;
+
+// The bytes a bucketer over `plan` holds on `rank` of `world`:
+//   buffers       from construction on. Stages 0/1: the flat buffer of plan.totalNumel elements,
+//                 none when the caller gives the output (the reduction is in place there).
+//                 Stages 2/3: the staging ring, (overlapComm ? 2 : 1) buffers of
+//                 plan.maxBucketNumel elements, plus the shard when the caller gives no output.
+//   accumulation  from the first backward that accumulates (beginBackward(true)) on. Stages 0/1:
+//                 the running sum, plan.totalNumel elements. Stages 2/3: one receive buffer per
+//                 ring slot, as large as the largest piece of this rank's shard among the buckets
+//                 staged in that slot.
+struct BucketerMemory {
+  std::uint64_t buffers = 0;
+  std::uint64_t accumulation = 0;
+};
+BucketerMemory bucketerMemory(const GradBucketPlan& plan, int stage, bool overlapComm, DType dtype,
+                              bool callerOutput, int world, int rank,
+                              std::uint64_t shardAlignElements = kShardAlignElements);
 
 class GradientBucketer {
  public:
@@ -88,6 +118,7 @@ class GradientBucketer {
   void complete(std::size_t bucket);  // waits for it and finishes its post-processing
   void claimSlot(std::size_t bucket);
   void waitAllLaunched();
+  void allocateAccumulation();  // the accumulation memory of bucketerMemory(), once
 
   Communicator& comm_;
   GradientBucketerOptions options_;
@@ -113,6 +144,8 @@ class GradientBucketer {
   std::vector<std::size_t> slotOwner_;
   std::vector<std::vector<char>> early_;
   LedgerCharge charge_;
+  LedgerCharge accumulationCharge_;
+  bool accumulationAllocated_ = false;
 
   // Per backward.
   bool inBackward_ = false;

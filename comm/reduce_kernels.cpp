@@ -1,5 +1,6 @@
 #include "comm/reduce_kernels.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstdint>
@@ -8,9 +9,14 @@
 namespace zrt::comm {
 namespace {
 
+// F16C through cpuid (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool haveF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool haveAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                          __builtin_cpu_supports("fma");
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && haveF16c();
   return yes;
 }
 

@@ -18,15 +18,16 @@
 #endif
 
 namespace zrt::offload {
-namespace {
 
-// The size of a transparent huge page (2 MiB on x86-64; 512 MiB on arm64 with 64 KiB pages).
-std::size_t hugePageSize() {
+// 2 MiB on x86-64; 512 MiB on arm64 with 64 KiB pages.
+std::size_t transparentHugePageBytes() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
   std::size_t n = 0;
   if (in >> n && n > 0) return n;
   return std::size_t{2} << 20;
 }
+
+namespace {
 
 // Backs the pool's host memory with transparent huge pages where the kernel can. A transfer
 // between a file and 4 KiB pages scattered in physical memory takes one DMA segment per page:
@@ -40,7 +41,7 @@ std::size_t hugePageSize() {
 // no huge page free, the pool keeps 4 KiB pages and works as before. Host memory only: GPU
 // drivers map and pin their own.
 void preferHugePages(std::byte* p, std::size_t bytes) {
-  const std::size_t huge = hugePageSize();
+  const std::size_t huge = transparentHugePageBytes();
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t begin = alignUp(addr, huge);
   const std::uintptr_t end = alignDown(addr + bytes, huge);
@@ -80,13 +81,21 @@ void PinnedBufferPool::Lease::release() {
   size_ = 0;
 }
 
-PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,
-                                   std::optional<PinnedLimits> limits, bool registerWithUring,
-                                   bool hugePages)
-    : count_(count), bufferSize_(bufferSize) {
-  if (count == 0 || bufferSize == 0)
-    ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count (", count,
-              ") and buffer_size (", bufferSize, ") must both be positive");
+namespace {
+
+// The pool's memory: count buffers of bufferSize rounded to kPinnedBufferAlignment (`span` of
+// them), and, for a pool moved into huge pages of `huge` bytes (0: not) of at least one, the
+// buffers start on a huge-page boundary and the pool is padded to whole huge pages, so every
+// buffer lies in pages that can be collapsed (io_uring coalesces a registered buffer only when
+// all of its pages are huge). The padding, under two huge pages, is pinned and charged like the
+// rest.
+struct PoolLayout {
+  std::size_t huge = 0;  // the huge-page alignment in use, 0 when none
+  std::uint64_t span = 0;   // from the first buffer to the end of the padding
+  std::uint64_t bytes = 0;  // allocated
+};
+
+PoolLayout poolLayout(std::size_t count, std::size_t bufferSize, std::size_t huge) {
   std::uint64_t total = 0;
   if (bufferSize > SIZE_MAX - kPinnedBufferAlignment ||
       __builtin_mul_overflow(static_cast<std::uint64_t>(count),
@@ -94,16 +103,31 @@ PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_
     ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count ", count, " x buffer_size ",
               bufferSize, " overflows 64 bits");
   }
-  bufferSize_ = alignUp(bufferSize, kPinnedBufferAlignment);
-  // Huge pages for host pools of at least one: the buffers start on a huge-page boundary and
-  // the pool is padded to whole huge pages, so every buffer lies in pages that can be
-  // collapsed (io_uring coalesces a registered buffer only when all of its pages are huge).
-  // The padding, under two huge pages, is pinned and charged like the rest.
-  const std::size_t huge =
-      hugePages && device.kind() == DeviceKind::Host ? hugePageSize() : 0;
+  PoolLayout l;
   const bool aligned = huge != 0 && total >= huge && total <= SIZE_MAX / 2;
-  const std::uint64_t span = aligned ? alignUp(total, huge) : total;
-  const std::uint64_t bytes = aligned ? span + huge - kPinnedBufferAlignment : total;
+  l.huge = aligned ? huge : 0;
+  l.span = aligned ? alignUp(total, huge) : total;
+  l.bytes = aligned ? l.span + huge - kPinnedBufferAlignment : total;
+  return l;
+}
+
+}  // namespace
+
+std::uint64_t pinnedPoolBytes(std::size_t count, std::size_t bufferSize, std::size_t hugePage) {
+  return poolLayout(count, bufferSize, hugePage).bytes;
+}
+
+PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_t bufferSize,
+                                   std::optional<PinnedLimits> limits, bool registerWithUring,
+                                   bool hugePages)
+    : count_(count), bufferSize_(bufferSize) {
+  if (count == 0 || bufferSize == 0)
+    ZRT_THROW(InvalidArgument, "pinned buffer pool: buffer_count (", count,
+              ") and buffer_size (", bufferSize, ") must both be positive");
+  const PoolLayout layout =
+      poolLayout(count, bufferSize, hugePages && device.kind() == DeviceKind::Host ? transparentHugePageBytes() : 0);
+  const std::uint64_t bytes = layout.bytes;
+  bufferSize_ = alignUp(bufferSize, kPinnedBufferAlignment);
   const bool memlock = device.kind() == DeviceKind::Host || registerWithUring;
   checkPinnedBudget(bytes,
                     zrt::detail::cat("pinned swap buffers (buffer_count ", count_,
@@ -111,12 +135,12 @@ PinnedBufferPool::PinnedBufferPool(Device& device, std::size_t count, std::size_
                     limits ? *limits : readPinnedLimits(), memlock);
   memory_ = device.allocatePinned(bytes, MemTag::SwapBuffers);
   base_ = memory_.as<std::byte>();
-  if (aligned) {
+  if (layout.huge) {
     // The device's pinned memory is page-aligned, so the next huge-page boundary is at most
     // huge - 4 KiB in, and the aligned span still ends inside the allocation.
-    base_ += alignUp(reinterpret_cast<std::uintptr_t>(base_), huge) -
+    base_ += alignUp(reinterpret_cast<std::uintptr_t>(base_), layout.huge) -
              reinterpret_cast<std::uintptr_t>(base_);
-    preferHugePages(base_, span);
+    preferHugePages(base_, layout.span);
   }
   free_.reserve(count_);
   for (std::size_t i = count_; i-- > 0;) free_.push_back(i);

@@ -5,7 +5,7 @@
 // with the OffloadEngine as fixed buffers. On the host device, a pool of at least one
 // transparent huge page is aligned to and padded to whole huge pages and moved into them (fewer
 // DMA segments per transfer): it pins up to two huge pages (4 MiB on x86-64) more than
-// count x size, charged to the ledger like the rest; zrt-plan's estimate does not count them.
+// count x size, charged to the ledger like the rest (pinnedPoolBytes, which zrt-plan counts by).
 // Thread-safety: acquire/tryAcquire/available and lease destruction from any thread. The pool
 // must outlive its leases.
 #pragma once
@@ -28,6 +28,17 @@ namespace zrt::offload {
 // Every buffer's size is rounded up to this many bytes (O_DIRECT alignment on any drive with
 // sectors up to 4 KiB); zrt-plan's swap-buffer estimate uses it too.
 inline constexpr std::size_t kPinnedBufferAlignment = 4096;
+
+// The size of a transparent huge page on this machine (2 MiB on x86-64), from
+// /sys/kernel/mm/transparent_hugepage/hpage_pmd_size; 2 MiB when it cannot be read.
+std::size_t transparentHugePageBytes();
+
+// The bytes a pool of `count` buffers of `bufferSize` allocates and charges: count x bufferSize
+// rounded up to kPinnedBufferAlignment, and, when `hugePage` is not 0 (a host-device pool that
+// moves into huge pages of that size) and that total is at least one huge page, rounded up to
+// whole huge pages plus the huge page less 4 KiB that aligning the start may take. Throws
+// InvalidArgument when the size overflows 64 bits.
+std::uint64_t pinnedPoolBytes(std::size_t count, std::size_t bufferSize, std::size_t hugePage);
 
 class PinnedBufferPool {
  public:

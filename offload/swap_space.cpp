@@ -85,8 +85,11 @@ SwapSpace::SwapSpace(const std::vector<std::filesystem::path>& nvmePaths, Memory
         ZRT_THROW(InvalidArgument, "nvme_path '", base.string(),
                   "' does not exist or is not a directory");
       }
+      // The owner tag lets the job's other ranks on this host remove this directory if this
+      // process is SIGKILLed (cleanup_registry.h).
+      const std::string prefix = "zrt-swap-" + jobId + "-rank";
       std::string tmpl =
-          (base / ("zrt-swap-" + jobId + "-rank" + std::to_string(rank) + "-XXXXXX")).string();
+          (base / (prefix + std::to_string(rank) + "-" + ownerTag() + "-XXXXXX")).string();
       // mkdtemp creates the directory with mode 0700 and a unique name.
       if (::mkdtemp(tmpl.data()) == nullptr) {
         const int err = errno;
@@ -94,7 +97,7 @@ SwapSpace::SwapSpace(const std::vector<std::filesystem::path>& nvmePaths, Memory
                         "': ", std::strerror(err));
       }
       dirs_.emplace_back(tmpl);
-      cleanupSlots_.push_back(registerCleanupDirectory(dirs_.back()));
+      cleanupSlots_.push_back(registerCleanupDirectory(dirs_.back(), prefix));
     }
   } catch (...) {
     for (std::size_t i = 0; i < dirs_.size(); ++i) {

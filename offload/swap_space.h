@@ -1,6 +1,8 @@
 // Swap space on NVMe: SwapSpace owns one private directory per nvme_path for this job and rank
-// ("<nvme_path>/zrt-swap-<job>-rank<R>-XXXXXX", mode 0700, made by mkdtemp so two jobs never
-// share one), registered with the cleanup registry so SIGINT/SIGTERM and exit() remove it.
+// ("<nvme_path>/zrt-swap-<job>-rank<R>-<owner>-XXXXXX", mode 0700, made by mkdtemp so two jobs
+// never share one; <owner> is the cleanup registry's ownerTag(): pid, PID namespace, host),
+// registered with the cleanup registry so SIGINT/SIGTERM, an abort and exit() remove it, and
+// so the job's other ranks on this host remove it if this process is SIGKILLed.
 // SwapFile is one swap file striped over those directories (mode 0600), its space reserved up
 // front with fallocate and charged to the ledger at MemPlace::Nvme; it is unlinked when the
 // SwapFile goes away.

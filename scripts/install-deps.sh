@@ -18,6 +18,7 @@ packages=(
   libexpat1-dev                       # zrt-ladder's SVG test parses the chart as XML
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   fio                                 # offload benchmark reference
+  clang libclang-rt-dev libomp-dev    # fuzz targets: libFuzzer (clang's runtime), OpenMP for clang
 )
 missing=()
 for p in "${packages[@]}"; do

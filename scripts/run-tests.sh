@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is needed, builds, and runs every test through
 # ctest; then builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite
-# there too (ZRT_SKIP_SANITIZE=1 skips that second pass). Exits non-zero when any test fails.
+# there too (ZRT_SKIP_SANITIZE=1 skips that second pass); then the threaded parts under
+# ThreadSanitizer (ZRT_SKIP_TSAN=1 skips it) and a short run of each fuzz target
+# (ZRT_SKIP_FUZZ=1 skips it; ZRT_FUZZ_SECONDS, default 10, sets its length), each in a small
+# build of its own (docs/operations.md). Exits non-zero when any test fails.
 #
 # Skips: after each ctest the skipped tests are listed (with the reason each printed), and the
 # run fails when any test other than a GPU test (ctest label `cuda`, from zrt_add_test CUDA) was
@@ -54,14 +57,38 @@ run_suite() {
 bash scripts/build.sh build
 run_suite build
 
+# A compiler cache, where one is installed, for the extra build trees below.
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+
 if [ "${ZRT_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== the same suite under ASan + UBSan (CUDA off: the sanitizers do not see GPU code)"
-  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug "${launcher[@]}"
   cmake --build build-sanitize -j "$jobs"
   run_suite build-sanitize
 fi
 
-echo "== skipped tests, both passes:"
+if [ "${ZRT_SKIP_TSAN:-0}" != 1 ]; then
+  # Only zrt_core, zrt_comm, zrt_offload and the tests of the threaded parts (tests/CMakeLists.txt
+  # names them); Open MPI's own reports are suppressed by tests/support/tsan.supp, with reasons.
+  echo "== the threaded parts (comm progress and watchdog, I/O engine, swapper) under ThreadSanitizer"
+  cmake -S . -B build-tsan -DZRT_TSAN=ON -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+  cmake --build build-tsan -j "$jobs" --target zrt_tsan_tests
+  run_suite build-tsan
+fi
+
+if [ "${ZRT_SKIP_FUZZ:-0}" != 1 ]; then
+  # libFuzzer is clang's; the fuzz build compiles zrt_core and the checkpoint readers only.
+  echo "== each fuzz target for ${ZRT_FUZZ_SECONDS:-10} s on its seed corpus (tests/fuzz)"
+  cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DZRT_FUZZ=ON \
+    -DZRT_FUZZ_SECONDS="${ZRT_FUZZ_SECONDS:-10}" -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+  cmake --build build-fuzz -j "$jobs" --target zrt_fuzz_targets
+  run_suite build-fuzz
+fi
+
+echo "== skipped tests, every pass:"
 if [ "${#all_skipped[@]}" = 0 ]; then
   echo "   (none)"
 else

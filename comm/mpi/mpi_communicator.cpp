@@ -82,7 +82,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   progress_ = std::make_unique<ProgressThread>(
       "zrt-comm", [this](const Collective& op, std::uint64_t seq) { runOp(op, seq); }, stats_);
   watchdog_ = std::make_unique<Watchdog>(opComm_.get(), *progress_, options_.timeout,
-                                         options_.onTimeout);
+                                         options_.onTimeout, options_.onPeerLost);
 }
 
 MpiCommunicator::~MpiCommunicator() {

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "comm/mpi_check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/termination.h"
 #include "core/timing.h"
 #include "core/units.h"
 
@@ -24,17 +26,35 @@ std::string fmt1(double s) {
   return b;
 }
 
+std::vector<int> worldRanksOf(MPI_Comm comm, int size) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  std::vector<int> local(static_cast<std::size_t>(size)), out(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) local[static_cast<std::size_t>(r)] = r;
+  ZRT_CHECK_MPI(MPI_Comm_group(comm, &group));
+  const int rc1 = MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int rc2 = rc1 == MPI_SUCCESS ? MPI_Group_translate_ranks(group, size, local.data(), world, out.data()) : rc1;
+  MPI_Group_free(&group);
+  if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+  ZRT_CHECK_MPI(rc2);
+  return out;
+}
+
 }  // namespace
 
 Watchdog::Watchdog(MPI_Comm comm, const ProgressThread& progress,
                    std::chrono::milliseconds timeout,
-                   std::function<void(const std::string&)> onTimeout)
+                   std::function<void(const std::string&)> onTimeout,
+                   std::function<void(const std::string&)> onPeerLost)
     : ctl_(MpiCommHandle::dup(comm)),
       progress_(progress),
       timeout_(timeout),
-      onTimeout_(std::move(onTimeout)) {
+      onTimeout_(std::move(onTimeout)),
+      onPeerLost_(std::move(onPeerLost)) {
   ZRT_CHECK_MPI(MPI_Comm_rank(ctl_.get(), &rank_));
   ZRT_CHECK_MPI(MPI_Comm_size(ctl_.get(), &size_));
+  peers_ = std::make_unique<PeerLiveness>(ctl_.get());
+  worldRanks_ = worldRanksOf(ctl_.get(), size_);
+  lastWords_ = std::make_unique<TerminationReportSlot>(*peers_, worldRanks_);
   if (size_ > 1)
     query_ = MpiRequest::irecv(&queryIn_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagQuery, ctl_.get());
   thread_ = std::thread([this] { run(); });
@@ -64,6 +84,8 @@ void Watchdog::run() {
     try {
       answerQueries();
       const ProgressThread::Snapshot snap = progress_.snapshot();
+      publishSnapshot(snap);
+      checkPeers(snap);
       if (snap.running && snap.started != reportedSeq_ &&
           std::chrono::steady_clock::now() - snap.since > timeout_) {
         reportedSeq_ = snap.started;
@@ -75,8 +97,7 @@ void Watchdog::run() {
         } else if (onTimeout_) {
           onTimeout_(report);
         } else {
-          logError(report);
-          MPI_Abort(MPI_COMM_WORLD, 3);
+          abortJob(report);
         }
       }
     } catch (const std::exception& e) {
@@ -84,6 +105,58 @@ void Watchdog::run() {
     }
     lock.lock();
   }
+}
+
+void Watchdog::publishSnapshot(const ProgressThread::Snapshot& snap) {
+  if (snap.running == published_.running && snap.started == published_.started &&
+      snap.completed == published_.completed)
+    return;
+  published_ = {snap.running, snap.started, snap.completed};
+  lastWords_->publish(snap.running, snap.started, snap.completed,
+                      snap.running && snap.work ? snap.work->description() : std::string(), snap.bytes,
+                      snap.since);
+}
+
+void Watchdog::checkPeers(const ProgressThread::Snapshot& snap) {
+  // Only a wait can be lost: a rank between collectives finds out at its next one. A peer that
+  // exits normally has finished every collective it was part of.
+  if (peerLostReported_ || !snap.running) return;
+  const std::vector<int> lost = peers_->exited();
+  if (lost.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (lostSeq_ != snap.started) {
+    lostSeq_ = snap.started;
+    lostSince_ = now;
+  }
+  // The grace: data a peer sent before exiting may still be arriving for this operation.
+  if (now - lostSince_ < std::chrono::seconds(1)) return;
+  if (progress_.snapshot().completed >= snap.started) return;
+  peerLostReported_ = true;
+  std::vector<long> pids;
+  std::vector<int> ranks;
+  for (int r : lost) {
+    ranks.push_back(worldRanks_[static_cast<std::size_t>(r)]);
+    pids.push_back(static_cast<long>(peers_->pid(r)));
+  }
+  SignalSafeText t;
+  describeLostPeers(t, ranks.data(), pids.data(), static_cast<int>(lost.size()), true,
+                    snap.work->description().c_str(), snap.bytes, secondsSince(snap.since), snap.completed);
+  std::string report(t.data, t.size);
+  lastWords_->markReported();
+  if (onPeerLost_) {
+    onPeerLost_(report);
+  } else {
+    abortJob(report + "; ending the job");
+  }
+}
+
+void Watchdog::abortJob(const std::string& report) {
+  logError(report);
+  lastWords_->markReported();
+  // MPI_Abort ends this process without exit handlers: the swap files go first.
+  runTerminationHooks(0);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);  // not reached: MPI_Abort does not return
 }
 
 void Watchdog::answerQueries() {

@@ -161,7 +161,9 @@ nlohmann::json toJson(const Config& c) {
               {"use_gds", a.use_gds}};
   j["zrt"] = {{"device", c.zrt.device},
               {"host_device_memory", c.zrt.host_device_memory},
-              {"comm_timeout_s", c.zrt.comm_timeout_s}};
+              {"comm_timeout_s", c.zrt.comm_timeout_s},
+              {"metrics_address", c.zrt.metrics_address},
+              {"metrics_port", c.zrt.metrics_port}};
   return j;
 }
 
@@ -265,7 +267,9 @@ std::string describe(const Config& c) {
       << onOff(a.overlap_events) << "\n";
   out << "  zrt         device " << deviceSpec(c);
   if (c.zrt.host_device_memory > 0) out << " (" << formatBytes(c.zrt.host_device_memory) << ")";
-  out << ", comm_timeout_s " << c.zrt.comm_timeout_s << "\n";
+  out << ", comm_timeout_s " << c.zrt.comm_timeout_s;
+  if (c.zrt.metrics_port != 0) out << ", metrics " << c.zrt.metrics_address << ":" << c.zrt.metrics_port;
+  out << "\n";
 
   if (!c.resolution_notes.empty()) {
     out << "  resolved:\n";

@@ -130,6 +130,24 @@ nlohmann::json parseJsonText(const std::string& text, const std::string& source)
         source, "",
         detail::cat("malformed JSON at line ", pos.line, ", column ", pos.column, ": ",
                     parserReason(e.what()), "\n    ", line, "\n    ", caretLine(line, pos.column)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double ("1e309"): nlohmann reports the literal, not its position, so the
+    // literal's first occurrence in the text is shown.
+    const std::string what = e.what();
+    const auto open = what.find("parsing '");
+    const auto close = what.rfind('\'');
+    std::string literal;
+    if (open != std::string::npos && close != std::string::npos && close > open + 9)
+      literal = what.substr(open + 9, close - open - 9);
+    const std::size_t offset = literal.empty() ? std::string::npos : text.find(literal);
+    if (offset == std::string::npos)
+      throw ConfigError(source, "", detail::cat("malformed JSON: number '", literal, "' is out of range"));
+    const TextPosition pos = textPosition(text, offset);
+    const std::string line = lineAt(text, offset);
+    throw ConfigError(source, "",
+                      detail::cat("malformed JSON at line ", pos.line, ", column ", pos.column, ": number ",
+                                  literal, " is beyond the range of a double\n    ", line, "\n    ",
+                                  caretLine(line, pos.column)));
   }
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/fault_injection.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/json_integer.h"
 #include "runtime/checkpoint/rank_agreement.h"
 #include "runtime/checkpoint/safetensors.h"
 
@@ -438,14 +439,20 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
   runAgreed(comm, what, [&] {
     const json e = reader->engineState();
     const std::string src = reader->dir() + "/" + kEngineStateName;
+    // Integers exactly (json_integer.h): get<int>() would convert 1e300 or 4294967297 silently.
+    auto integer = [&](const json& o, const char* key, auto type) {
+      using T = decltype(type);
+      if (const std::optional<T> x = exactInteger<T>(o.at(key))) return *x;
+      ZRT_THROW(InvalidArgument, "checkpoint: ", src, ": '", key, "' is ", o.at(key).dump(), ", not an integer in range");
+    };
     try {
-      attempted = e.at("optimizer_steps_attempted").get<std::int64_t>();
-      taken = e.at("optimizer_steps_taken").get<std::int64_t>();
+      attempted = integer(e, "optimizer_steps_attempted", std::int64_t{});
+      taken = integer(e, "optimizer_steps_taken", std::int64_t{});
       const json& s = e.at("loss_scaler");
       scaler.scale = s.at("scale").get<double>();
-      scaler.iteration = s.at("iteration").get<std::int64_t>();
-      scaler.lastOverflowIteration = s.at("last_overflow_iteration").get<std::int64_t>();
-      scaler.hysteresisLeft = s.at("hysteresis_left").get<int>();
+      scaler.iteration = integer(s, "iteration", std::int64_t{});
+      scaler.lastOverflowIteration = integer(s, "last_overflow_iteration", std::int64_t{});
+      scaler.hysteresisLeft = integer(s, "hysteresis_left", int{});
     } catch (const json::exception& x) {
       ZRT_THROW(InvalidArgument, "checkpoint: ", src, ": ", x.what());
     }

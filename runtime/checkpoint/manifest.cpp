@@ -1,25 +1,48 @@
 #include "runtime/checkpoint/manifest.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <set>
+#include <type_traits>
 
 #include "core/error.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/json_integer.h"
 
 namespace zrt::checkpoint {
 namespace {
 
 using nlohmann::json;
 
+template <class T>
+inline constexpr bool kIsIntegerVector = false;
+template <class T>
+inline constexpr bool kIsIntegerVector<std::vector<T>> = std::is_integral_v<T>;
+
 // The value at `key`, of the type asked for, or InvalidArgument naming the file and the key.
+// Integers must be JSON integers in the type's range (json_integer.h): nlohmann would convert a
+// float or an out-of-range value silently.
 template <class T>
 T get(const json& j, const char* key, const std::string& source) {
   if (!j.is_object() || !j.contains(key))
     ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key '", key, "' is missing");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception& e) {
-    ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key '", key, "' has the wrong type (", e.what(), ")");
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (const std::optional<T> x = exactInteger<T>(v)) return *x;
+    ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key '", key, "' is ", v.dump(),
+              ", not an integer from ", +std::numeric_limits<T>::min(), " to ", +std::numeric_limits<T>::max());
+  } else if constexpr (kIsIntegerVector<T>) {
+    using E = typename T::value_type;
+    if (std::optional<T> x = exactIntegers<E>(v)) return std::move(*x);
+    ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key '", key, "' is not an array of integers from ",
+              +std::numeric_limits<E>::min(), " to ", +std::numeric_limits<E>::max());
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception& e) {
+      ZRT_THROW(InvalidArgument, "checkpoint: ", source, ": key '", key, "' has the wrong type (", e.what(), ")");
+    }
   }
 }
 

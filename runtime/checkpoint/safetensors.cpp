@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "comm/reduce_kernels.h"
 #include "core/error.h"
+#include "runtime/checkpoint/json_integer.h"
 
 namespace zrt::checkpoint {
 namespace {
@@ -107,11 +109,15 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(File::open
     t.name = name;
     try {
       t.dtype = dtypeOfName(v.at("dtype").get<std::string>(), path, name);
-      t.shape = v.at("shape").get<std::vector<std::int64_t>>();
-      const auto off = v.at("data_offsets").get<std::vector<std::uint64_t>>();
-      if (off.size() != 2) ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensor '", name, "': data_offsets is not [begin, end]");
-      t.begin = off[0];
-      t.end = off[1];
+      // Exact integers only: nlohmann would convert a float or a negative silently.
+      std::optional<std::vector<std::int64_t>> shape = exactIntegers<std::int64_t>(v.at("shape"));
+      if (!shape) ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensor '", name, "': shape is not an array of integers");
+      t.shape = std::move(*shape);
+      const auto off = exactIntegers<std::uint64_t>(v.at("data_offsets"));
+      if (!off || off->size() != 2)
+        ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensor '", name, "': data_offsets is not [begin, end] (two integers >= 0)");
+      t.begin = (*off)[0];
+      t.end = (*off)[1];
     } catch (const nlohmann::json::exception& e) {
       ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensor '", name, "': ", e.what());
     }

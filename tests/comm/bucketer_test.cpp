@@ -124,6 +124,72 @@ TEST_CASE("gradient bucketer equals an unbucketed all-reduce, every stage and op
   }
 }
 
+TEST_CASE("bucketerMemory: worked by hand") {
+  // Tensors of 10 and 20 fp32 elements in one bucket of 30; on 2 ranks the padded flat buffer is
+  // 64 elements (shards of 32), so rank 0's shard holds the bucket's 30 and rank 1's none of it.
+  const std::vector<std::size_t> numels = {10, 20};
+  const GradBucketPlan plan = planGradientBuckets(numels, 1000);
+  // Stages 0/1: in place in the caller's buffer, or a flat buffer of its own; the running sum.
+  CHECK(bucketerMemory(plan, 1, true, DType::F32, true, 2, 0).buffers == 0);
+  CHECK(bucketerMemory(plan, 0, false, DType::F32, false, 2, 1).buffers == 30 * 4);
+  CHECK(bucketerMemory(plan, 0, false, DType::BF16, true, 2, 1).accumulation == 30 * 2);
+  // Stage 2 with overlap: two staging buffers of the largest bucket, the shard when the caller
+  // gives no output, and a receive buffer for the bucket's piece of this rank's shard.
+  BucketerMemory m = bucketerMemory(plan, 2, true, DType::F32, true, 2, 0);
+  CHECK(m.buffers == 2 * 30 * 4);
+  CHECK(m.accumulation == 30 * 4);
+  m = bucketerMemory(plan, 3, true, DType::F32, false, 2, 1);
+  CHECK(m.buffers == 2 * 30 * 4 + 32 * 4);
+  CHECK(m.accumulation == 0);
+  // Two buckets (of 20 and 10, in backward order) in one slot: the larger piece.
+  const GradBucketPlan two = planGradientBuckets(numels, 20);
+  m = bucketerMemory(two, 2, false, DType::F32, true, 2, 0);
+  CHECK(m.buffers == 1 * 20 * 4);
+  CHECK(m.accumulation == 20 * 4);
+}
+
+TEST_CASE("the ledger holds what bucketerMemory says, before and after an accumulating pass") {
+  for (int world : {1, 2, 3}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (bool overlap : {false, true}) {
+        for (bool callerOutput : {false, true}) {
+          CAPTURE(world);
+          CAPTURE(stage);
+          CAPTURE(overlap);
+          CAPTURE(callerOutput);
+          std::vector<int> bad(static_cast<std::size_t>(world), 0);
+          ThreadWorld::run(world, [&](Communicator& comm) {
+            const int me = comm.rank();
+            MemoryLedger ledger;
+            GradientBucketerOptions o;
+            o.stage = stage;
+            o.reduceBucketSize = 100;
+            o.overlapComm = overlap;
+            o.ledger = &ledger;
+            const std::size_t total = std::accumulate(kNumels.begin(), kNumels.end(), std::size_t{0});
+            const ShardRange shard = shardOf(total, world, me, kShardAlignElements);
+            std::vector<float> out(stage < 2 ? total : shard.count);
+            if (callerOutput) o.output = out.data();
+            const BucketerMemory want = bucketerMemory(planGradientBuckets(kNumels, 100), stage, overlap,
+                                                       DType::F32, callerOutput, world, me);
+            auto charged = [&] { return ledger.get(MemTag::CommBuckets, kBucketMemoryPlace).current; };
+            GradientBucketer bucketer(comm, kNumels, o);
+            bad[static_cast<std::size_t>(me)] += charged() != want.buffers;
+            std::vector<float> g(300, 1.f);
+            for (int pass = 0; pass < 3; ++pass) {
+              bucketer.beginBackward(/*accumulate=*/pass > 0);
+              for (std::size_t t = kNumels.size(); t-- > 0;) bucketer.gradientReady(t, g.data());
+              bucketer.finishBackward();
+              bad[static_cast<std::size_t>(me)] += charged() != want.buffers + (pass > 0 ? want.accumulation : 0);
+            }
+          });
+          for (int b : bad) CHECK(b == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("a tensor never reported is named by finishBackward") {
   std::atomic<int> named{0};
   ThreadWorld::run(2, [&](Communicator& comm) {

@@ -61,6 +61,7 @@ TEST_CASE("out-of-range values say the allowed range") {
       {R"({"fp16": {"initial_scale_power": 100}})", "fp16.initial_scale_power: value 100"},
       {R"({"zrt": {"comm_timeout_s": 0}})",
        "zrt.comm_timeout_s: value 0 is out of range: must be > 0"},
+      {R"({"zrt": {"metrics_port": 70000}})", "zrt.metrics_port: value 70000 is out of range"},
       {R"({"train_batch_size": 1e30})", "train_batch_size: value 1e+30 is out of range"},
       {R"({"zero_optimization": {"sub_group_size": 18446744073709551615}})",
        "zero_optimization.sub_group_size: value 18446744073709551615 is out of range"},

@@ -344,6 +344,15 @@ TEST_CASE("the zrt section: device, host memory as a byte size, communication ti
   CHECK(deviceSpec(parse(R"({"zrt": {"device": "cuda"}})")) == "cuda");
 }
 
+TEST_CASE("the zrt section: the metrics endpoint is off and on loopback by default") {
+  Config d = parse("{}");
+  CHECK(d.zrt.metrics_port == 0);
+  CHECK(d.zrt.metrics_address == "127.0.0.1");
+  Config c = parse(R"({"zrt": {"metrics_address": "0.0.0.0", "metrics_port": 9400}})");
+  CHECK(c.zrt.metrics_address == "0.0.0.0");
+  CHECK(c.zrt.metrics_port == 9400);
+}
+
 TEST_CASE("toJson prints every default and loads back to the same config") {
   const char* texts[] = {
       "{}",

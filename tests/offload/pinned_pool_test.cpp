@@ -114,6 +114,27 @@ TEST_CASE("pool buffers: ledger charge, leases and a bounded wait") {
   CHECK(ledger.get(zrt::MemTag::SwapBuffers, zrt::MemPlace::PinnedHost).current == 0);
 }
 
+TEST_CASE("pinnedPoolBytes: what a pool charges, huge-page padding included") {
+  // Below a huge page, or without huge pages: count x the 4 KiB-rounded size.
+  CHECK(pinnedPoolBytes(3, 100'000, 0) == 3 * 102'400);
+  CHECK(pinnedPoolBytes(3, 100'000, 2 * MiB) == 3 * 102'400);
+  // 5,005,824 bytes -> 1,223 pages = 5,009,408; four of them 20,037,632 -> 10 huge pages of 2 MiB
+  // (20 MiB), plus one huge page less 4 KiB for aligning the start: 23,064,576 bytes.
+  CHECK(pinnedPoolBytes(4, 5'005'824, 2 * MiB) == 23'064'576);
+  CHECK_THROWS_AS(pinnedPoolBytes(2, SIZE_MAX - 10, 0), zrt::InvalidArgument);
+  // A real pool on the host device charges exactly that, on this machine's huge pages.
+  zrt::MemoryLedger ledger;
+  zrt::HostDevice device(ledger, GiB);
+  const std::size_t huge = transparentHugePageBytes();
+  CHECK(huge >= 4096);
+  for (const std::size_t size : {std::size_t{100'000}, std::size_t{huge / 2 + 1}}) {
+    CAPTURE(size);
+    PinnedBufferPool pool(device, 3, size, limits(GiB, false, 0, 8 * GiB), /*registerWithUring=*/false);
+    CHECK(ledger.get(zrt::MemTag::SwapBuffers, zrt::MemPlace::PinnedHost).current ==
+          pinnedPoolBytes(3, size, huge));
+  }
+}
+
 TEST_CASE("pool buffers registered as fixed buffers carry I/O (and without registration too)") {
   zrt::MemoryLedger ledger;
   zrt::HostDevice device(ledger, GiB);

@@ -1,7 +1,8 @@
 // Swap files: a private directory per job and rank (0700) under each nvme_path, files 0600 with
 // their space reserved (fallocate) and charged to the ledger at MemPlace::Nvme, striped over
 // the paths; everything removed when the owners go away, at exit(), and on SIGTERM and SIGINT
-// (a forked child is killed; the signal still ends it, and its directory is gone).
+// (a forked child is killed; the signal still ends it, and its directory is gone); the
+// directory of a SIGKILLed process removed by the next process of its job that cleans up.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -11,6 +12,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "offload/aligned_buffer.h"
 #include "offload/cleanup_registry.h"
@@ -193,4 +197,70 @@ TEST_CASE("removeDirectoryFlat empties and removes a directory, and ignores a mi
   CHECK(removeDirectoryFlat(d.c_str()) == 0);
   CHECK_FALSE(fs::exists(d));
   CHECK(removeDirectoryFlat(d.c_str()) == 0);
+}
+
+namespace {
+
+// A pid that no longer runs: a child that exited and was collected.
+pid_t exitedPid() {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return pid;
+}
+
+// ownerTag() with another pid in place of this process's.
+std::string tagOf(pid_t pid) {
+  const std::string mine = ownerTag();  // "p<pid>n<ns>h<host>"
+  return "p" + std::to_string(pid) + mine.substr(mine.find('n'));
+}
+
+}  // namespace
+
+TEST_CASE("the owner tag names this process, its PID namespace and host, without '-'") {
+  const std::string tag = ownerTag();
+  CHECK(tag.rfind("p" + std::to_string(::getpid()) + "n", 0) == 0);
+  CHECK(tag.find('h') != std::string::npos);
+  CHECK(tag.find('-') == std::string::npos);
+  CHECK(tag.find('/') == std::string::npos);
+}
+
+TEST_CASE("only the directories of exited owners of this host and job are removed") {
+  TempDir base;
+  const std::string job = "zrt-swap-job7-rank";
+  const pid_t dead = exitedPid();
+  const std::vector<std::pair<std::string, bool>> dirs = {
+      {job + "0-" + tagOf(dead) + "-Ab3dE9", true},                    // its owner exited: removed
+      {job + "1-" + tagOf(::getpid()) + "-Ab3dE9", false},             // this process
+      {job + "2-" + tagOf(::getppid()) + "-Ab3dE9", false},            // a live process
+      {"zrt-swap-job8-rank0-" + tagOf(dead) + "-Ab3dE9", false},       // another job
+      {job + "3-p" + std::to_string(dead) + "n1hother.host-Ab3dE9", false},  // another namespace and host
+      {job + "4-" + tagOf(dead), false},                               // no mkdtemp suffix
+      {job + "5-" + tagOf(dead) + "x-Ab3dE9", false},                  // a malformed tag
+  };
+  for (const auto& [name, gone] : dirs) {
+    fs::create_directory(base.path() / name);
+    std::fclose(std::fopen((base.path() / name / "state").c_str(), "w"));
+  }
+  CHECK(removeExitedOwnersDirectories(base.path().c_str(), job.c_str()) == 1);
+  for (const auto& [name, gone] : dirs) {
+    CAPTURE(name);
+    CHECK(fs::exists(base.path() / name) == !gone);
+  }
+}
+
+TEST_CASE("a rank's SIGTERM cleanup also removes the swap directory of a SIGKILLed rank of its job") {
+  TempDir base;
+  // SIGKILL cannot be caught: the first child's directory stays behind...
+  auto [killedDir, killedStatus] = childWithSwap(base.path(), SIGKILL);
+  CHECK(WIFSIGNALED(killedStatus));
+  REQUIRE(fs::exists(killedDir));
+  // ...until another process of the same job ends by SIGTERM (as mpirun ends the others).
+  auto [dir, status] = childWithSwap(base.path(), SIGTERM);
+  CHECK(WIFSIGNALED(status));
+  CHECK_FALSE(fs::exists(dir));
+  CHECK_FALSE(fs::exists(killedDir));
+  CHECK(entries(base.path()) == 0);
 }

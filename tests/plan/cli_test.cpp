@@ -303,8 +303,13 @@ TEST_CASE("--config: the current strategy, precision and buckets come from the f
     if (s["id"] == "z2") {
       CHECK(s["micro_batch"] == 2);
       CHECK(s["gradient_accumulation_steps"] == 3);
-      // Two reduce buckets (overlap_comm) of 2e8 bf16 elements.
-      CHECK(s["breakdown"]["device"]["comm_buckets"] == 2ull * 200000000 * 2);
+      // Two staging buffers (overlap_comm) of the largest bucket, in host memory. Every layer
+      // tensor is a multiple of h² = 16,777,216 elements (q, k, v, o h², fc1 and fc2 4h²), and
+      // backward fills buckets of at most 2e8 with 11·h² = 184,549,376 (12·h² would pass 2e8;
+      // the embedding's bucket, 131,072,000 + 2·h², is smaller). bf16 with 3 accumulation steps
+      // sums in the fp32 accumulator, so no receive buffers.
+      CHECK(s["breakdown"]["device"]["comm_buckets"] == 0);
+      CHECK(s["breakdown"]["host"]["comm_buckets"] == 2ull * 184549376 * 2);
     }
   }
 

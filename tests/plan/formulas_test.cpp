@@ -139,35 +139,147 @@ TEST_CASE("activations per Korthikanti et al.") {
   CHECK(layerActivationBytes(in) == 2 * 34ull * 2048 * 4096);
 }
 
-TEST_CASE("buffers from the config's bucket sizes") {
+namespace {
+
+// Buffer inputs for `psi` fp32 trainable elements under fp32 AdamW, placed by the allocator's rule.
+BufferInputs fp32Buffers(std::uint64_t psi, int stage, int world, std::uint64_t accumulation = 1,
+                         OffloadDevice offOpt = OffloadDevice::None, OffloadDevice offParam = OffloadDevice::None,
+                         std::uint64_t maxInCpu = 0) {
+  ModelStateInputs ms;
+  ms.trainable = psi;
+  ms.stage = stage;
+  ms.worldSize = world;
+  ms.precision = DType::F32;
+  ms.optimizer = OptimizerType::AdamW;
+  ms.offloadOptimizer = offOpt;
+  ms.offloadParam = offParam;
+  ms.maxInCpu = maxInCpu;
+  ms.accumulationSteps = static_cast<int>(accumulation);
   BufferInputs in;
-  in.padded.trainable = 1'000'000'000;
-  in.padded.trainableShard = 125'000'000;
-  in.zero.reduce_bucket_size = 200'000'000;
-  in.stage = 2;
-  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 400'000'000ull);
+  in.placement = modelStatePlacement(ms);
+  in.stage = stage;
+  in.worldSize = world;
+  in.precision = DType::F32;
+  in.gradAccum = accumulation;
+  in.offloadOptimizer = offOpt;
+  in.offloadParam = offParam;
+  return in;
+}
+
+std::uint64_t everywhere(const PlanLedger& l, Purpose p) {
+  std::uint64_t n = 0;
+  for (int pl = 0; pl < kNumMemPlaces; ++pl) n += l.get(p, static_cast<MemPlace>(pl));
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("comm buckets: the bucketer's staging in host memory at stages 2-3, none at 0-1") {
+  // Tensors of 300, 500 and 200 elements in buckets of at most 600, filled in backward order:
+  // [800, 1000) (200; 500 more would pass 600), [300, 800) (500), [0, 300) (300). Largest: 500.
+  BufferInputs in = fp32Buffers(1000, 0, 2);
+  in.trainableTensors = {300, 500, 200};
+  in.zero.reduce_bucket_size = 600;
+  for (int stage : {0, 1}) {  // all-reduced in place in the gradient buffer
+    in.stage = stage;
+    CHECK(everywhere(bufferBytes(in), Purpose::CommBuckets) == 0);
+  }
+  in = fp32Buffers(1000, 2, 2);
+  in.trainableTensors = {300, 500, 200};
+  in.zero.reduce_bucket_size = 600;
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 500 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 0);
+  in.overlapComm = true;  // two staging buffers
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 4);
+  // fp32 with 4 accumulation steps: the micro-steps add up in the bucketer, which receives each
+  // bucket's piece of rank 0's shard [0, 512) (Ψ' = 1024 on 2 ranks) beside its staging buffer.
+  // Slot 0 stages buckets 0 and 2 (pieces 0 and 300), slot 1 bucket 1 (piece [300, 512) = 212).
+  in = fp32Buffers(1000, 3, 2, 4);
+  in.trainableTensors = {300, 500, 200};
+  in.zero.reduce_bucket_size = 600;
   in.overlapComm = true;
-  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 800'000'000ull);
-  in.stage = 3;
-  in.zero.stage3_max_live_parameters = 300'000'000;
-  in.zero.stage3_prefetch_bucket_size = 50'000'000;
-  // Prefetched gathers count toward the live bound.
-  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == 600'000'000ull);
-  in.largestTensor = 400'000'000;  // one tensor must fit whole
-  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == 800'000'000ull);
-  in.offloadOptimizer = OffloadDevice::Nvme;
-  in.zero.sub_group_size = 10'000'001;  // aligned up to 10,000,032
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 4 + (300 + 212) * 4);
+  // bf16 with accumulation: the fp32 accumulator takes the sum, the bucketer only stages.
+  ModelStateInputs ms;
+  ms.trainable = 1000;
+  ms.stage = 2;
+  ms.worldSize = 2;
+  ms.precision = DType::BF16;
+  ms.accumulationSteps = 4;
+  in.placement = modelStatePlacement(ms);
+  in.precision = DType::BF16;
+  CHECK(in.placement.gradientAccumulator.elements == 512);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 2);
+  // Tensors not known: buckets of min(reduce_bucket_size, Ψ') = 600.
+  in.trainableTensors.clear();
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 600 * 2);
+  // ... and with fp32 accumulation receive buffers of min(reduce_bucket_size, Ψ'/N) = 512.
+  in = fp32Buffers(1000, 2, 2, 4);
+  in.zero.reduce_bucket_size = 600;
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 600 * 4 + 1 * 512 * 4);
+  // A tensor larger than a bucket gets a bucket of its own (comm/bucket_plan.h).
+  in.trainableTensors = {1000};
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 1000 * 4 + 1 * 512 * 4);
+}
+
+TEST_CASE("the gradient workspace holds the widest module's trainable gradients, on the device") {
+  BufferInputs in = fp32Buffers(1000, 0, 1);
+  in.modules = {{"embed", 300, 0}, {"h.0", 500, 64}, {"h.1", 200, 0}};
+  CHECK(bufferBytes(in).get(Purpose::GradientWorkspace, MemPlace::Device) == 500 * 4);
+  CHECK(bufferBytes(in).byTag(MemTag::Other, MemPlace::Device) == 500 * 4);
+  in.modules.clear();  // modules not known: not counted
+  CHECK(everywhere(bufferBytes(in), Purpose::GradientWorkspace) == 0);
+}
+
+TEST_CASE("stage 3's gathered copies: persistent modules plus the pool up to max_live") {
+  BufferInputs in = fp32Buffers(1000, 3, 2);
+  in.modules = {{"a", 300, 0}, {"b", 700, 0}, {"ln", 0, 50}};
+  in.zero.stage3_param_persistence_threshold = 100;  // "ln" (50 elements) stays whole
+  in.zero.stage3_max_live_parameters = 1'000'000'000;
+  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == (50 + 1000) * 4);
+  in.zero.stage3_max_live_parameters = 600;  // the pool of the others stays within 600
+  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == (50 + 600) * 4);
+  // Modules not known: min(Ψ' + Φ', max(max_live, largest tensor)) = min(1024, max(600, 700)).
+  in.modules.clear();
+  in.largestTensor = 700;
+  CHECK(bufferBytes(in).get(Purpose::GatheredParams, MemPlace::Device) == 700 * 4);
+}
+
+TEST_CASE("NVMe swap buffers: the optimizer's pool and the parameters' staging buffers") {
+  // fp32 AdamW offloaded keeps master weights and two moments: 3 states. Ψ' = 1024 on 2 ranks,
+  // shard 512, a sub-group of min(sub_group_size, 512) rounded up to 1024 elements (4 KiB):
+  // buffers of 1024·4·3 = 12,288 bytes.
+  BufferInputs in = fp32Buffers(1000, 3, 2, 1, OffloadDevice::Nvme);
   in.zero.offload_optimizer.buffer_count = 4;
-  // Each buffer rounded up to 4 KiB as the pinned buffer pool allocates it: 40,000,128 bytes
-  // -> 9,766 pages.
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4ull * 9766 * 4096);
-  in.offloadOptimizer = OffloadDevice::None;
-  in.offloadParam = OffloadDevice::Nvme;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4 * 12'288);
+  // On the host device the pool moves into huge pages (here a made-up 16 KiB one): 49,152 bytes
+  // are 3 whole pages, plus one page less 4 KiB for aligning the start.
+  in.hugePageBytes = 16'384;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 49'152 + 16'384 - 4'096);
+  // A smaller sub-group: 100 elements, rounded to 1024.
+  in.hugePageBytes = 0;
+  in.zero.sub_group_size = 100;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4 * 12'288);
+
+  // Parameters on NVMe: modules of 3000 and 5000 fp32 elements, Ψ' = 8000 on 2 ranks, shard 4000.
+  // Rank 0 holds all of module a (3000 from shard element 0) and 1000 of b (from element 3000).
+  in = fp32Buffers(8000, 3, 2, 1, OffloadDevice::Cpu, OffloadDevice::Nvme, 0);
+  in.modules = {{"a", 3000, 0}, {"b", 5000, 0}};
   in.zero.offload_param.buffer_count = 5;
-  in.zero.offload_param.buffer_size = 100'000'000;
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 48829 * 4096);
-  in.zero.offload_param.buffer_size = 2048;  // 4 KiB of fp16: no rounding
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5ull * 4096);
+  // Every element on NVMe: the largest piece, 3000·4 + 2·4096 = 20,192 bytes, to 20,480; no
+  // frozen shard, so its part is stagingBytes(0) with alignment 1: 2 bytes.
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5 * (20'480 + 2));
+  // max_in_cpu 3500 keeps 3072 elements (a 4 KiB boundary of fp32) in memory: module a is all
+  // there; b's piece [3000, 4000) reaches NVMe: 1000·4 + 8192 = 12,192, to 12,288.
+  in = fp32Buffers(8000, 3, 2, 1, OffloadDevice::Cpu, OffloadDevice::Nvme, 3500);
+  in.modules = {{"a", 3000, 0}, {"b", 5000, 0}};
+  in.zero.offload_param.buffer_count = 5;
+  CHECK(in.placement.parametersInCpu.elements == 3072);
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 5 * (12'288 + 2));
+  // max_in_cpu covering the shard: nothing is read from NVMe, no staging.
+  in = fp32Buffers(8000, 3, 2, 1, OffloadDevice::Cpu, OffloadDevice::Nvme, 1'000'000);
+  in.modules = {{"a", 3000, 0}, {"b", 5000, 0}};
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 0);
 }
 
 TEST_CASE("step time: recomputation costs one extra forward, a third of a full step") {

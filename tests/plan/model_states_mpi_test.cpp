@@ -183,6 +183,10 @@ TEST_CASE("zrt-plan --json's model-state bytes equal the ledger for every strate
         mo.offloadOptimizer = offload(s["offload_optimizer"]);
         mo.offloadParam = offload(s["offload_param"]);
         mo.pinOptimizer = mo.pinParam = pin;
+        // As the Engine takes them from a config without these keys (modelStateOptions):
+        // DeepSpeed's max_in_cpu, and the strategy's accumulation steps.
+        mo.maxInCpu = static_cast<std::uint64_t>(ZeroConfig{}.offload_param.max_in_cpu);
+        mo.accumulationSteps = s["gradient_accumulation_steps"].get<int>();
         MemoryLedger ledger;
         auto device = makeDevice("host:64M", ledger);
         ModelStates states(*device, (s["lora"].get<bool>() ? lora : full).paramTensors(), mo);

@@ -89,8 +89,11 @@ TEST_CASE("no change when the current strategy fits") {
 
 TEST_CASE("accumulation: a smaller micro-batch that divides the given one keeps the batch") {
   PlanInputs in = inputs(1024, 4);
+  // Half the micro-batch, twice the accumulation steps (which in fp16 adds the fp32 gradient
+  // accumulator): what the plan evaluates for micro-batch 2.
   Strategy half = in.baseline;
   half.microBatch = 2;
+  half.gradAccum = 2;
   in.hardware.deviceBytes = deviceBytes(in, half);
   const Candidate& r = recommended(makePlan(in));
   CHECK(r.level == kAccumulation);
@@ -157,10 +160,18 @@ TEST_CASE("CPU offload, then NVMe offload when the host is too small") {
 TEST_CASE("adapters last") {
   PlanInputs in = inputs(128, 1, false);
   in.loraModel = addLora(in.model, 8, {"q", "k", "v", "o"});
-  in.hardware.nvmeBytes = 1ull << 42;
-  in.hardware.deviceBytes = deviceBytes(in, with(in, 0, OffloadDevice::None, OffloadDevice::None, false, true));
-  // Nothing without adapters fits, not even everything offloaded to NVMe with checkpointing.
-  REQUIRE(deviceBytes(in, with(in, 3, OffloadDevice::Nvme, OffloadDevice::Nvme, true)) > in.hardware.deviceBytes);
+  // One node with 1 GiB of host memory and no NVMe: nothing can be offloaded, and stages 2-3,
+  // which stage their reduce buckets in host memory (2 · 5e8 fp16 elements a rank), cannot run.
+  in.hardware.hostBytes = 1ull << 30;
+  in.hardware.nvmeBytes = 0;
+  const Strategy loraZ0 = with(in, 0, OffloadDevice::None, OffloadDevice::None, false, true);
+  in.hardware.deviceBytes = deviceBytes(in, loraZ0);
+  REQUIRE(evaluate(in, loraZ0).fits());
+  // Nothing without adapters fits: stages 0-1 hold whole parameters and gradients, more than the
+  // frozen base with adapters.
+  REQUIRE(deviceBytes(in, with(in, 1, OffloadDevice::None, OffloadDevice::None, true)) > in.hardware.deviceBytes);
+  REQUIRE(!evaluate(in, with(in, 3, OffloadDevice::Nvme, OffloadDevice::Nvme, true)).fits());
+  REQUIRE(!evaluate(in, with(in, 3, OffloadDevice::Cpu, OffloadDevice::Cpu, true)).fits());
   const Candidate& r = recommended(makePlan(in));
   CHECK(r.level == kAdapters);
   CHECK(r.fitting->strategy.lora);
@@ -204,4 +215,60 @@ TEST_CASE("candidates: every valid stage x offload pairing, with and without che
   for (const auto& s : all) CHECK_NOTHROW(validateOffload(s.stage, s.offloadOptimizer, s.offloadParam));
   in.model = fromParamCount(1'000'000'000, "count");  // no shape: checkpointing cannot be judged
   CHECK(candidateStrategies(in).size() == 10);
+}
+
+TEST_CASE("evaluate: the accumulation steps reach the placement (16-bit: the fp32 accumulator)") {
+  PlanInputs in;
+  in.model = fromParamCount(1'000'000, "test");
+  in.hardware.worldSize = 2;
+  in.training.precision = DType::BF16;
+  Strategy s;
+  s.stage = 2;
+  s.microBatch = 1;
+  s.gradAccum = 1;
+  // Ψ' = 1,000,000 (a multiple of 64), shard 500,000: bf16 gradients 2 · 500,000 bytes.
+  CHECK(evaluate(in, s).ledger.get(Purpose::Gradients, MemPlace::Device) == 2 * 500'000);
+  // Four micro-steps add up in an fp32 accumulator of the shard: 4 · 500,000 bytes more.
+  s.gradAccum = 4;
+  const Evaluation e = evaluate(in, s);
+  CHECK(e.placement.gradientAccumulator.elements == 500'000);
+  CHECK(e.ledger.get(Purpose::Gradients, MemPlace::Device) == 2 * 500'000 + 4 * 500'000);
+  // fp32 training sums in place: no accumulator.
+  in.training.precision = DType::F32;
+  CHECK(evaluate(in, s).ledger.get(Purpose::Gradients, MemPlace::Device) == 4 * 500'000);
+}
+
+TEST_CASE("evaluate: offload_param nvme keeps max_in_cpu elements of the shard in host memory") {
+  PlanInputs in;
+  in.model = fromParamCount(1'000'000, "test");
+  in.hardware.worldSize = 2;
+  in.training.precision = DType::F32;
+  Strategy s;
+  s.stage = 3;
+  s.offloadOptimizer = OffloadDevice::Cpu;
+  s.offloadParam = OffloadDevice::Nvme;
+  in.training.zero.offload_param.pin_memory = true;
+  // DeepSpeed's default max_in_cpu (1e9) keeps the whole 500,000-element shard in memory.
+  CHECK(evaluate(in, s).ledger.get(Purpose::Parameters, MemPlace::PinnedHost) == 4 * 500'000);
+  CHECK(evaluate(in, s).ledger.get(Purpose::Parameters, MemPlace::Nvme) == 0);
+  // max_in_cpu 0: all of it on NVMe.
+  in.training.zero.offload_param.max_in_cpu = 0;
+  CHECK(evaluate(in, s).ledger.get(Purpose::Parameters, MemPlace::PinnedHost) == 0);
+  CHECK(evaluate(in, s).ledger.get(Purpose::Parameters, MemPlace::Nvme) == 4 * 500'000);
+}
+
+TEST_CASE("evaluate: an activation model replaces the estimate, place by place") {
+  PlanInputs in = inputs(2048, 4);
+  in.activationModel = ActivationModel{"made up", [](const Strategy& s) {
+                                         std::array<std::uint64_t, kNumMemPlaces> b{};
+                                         b[static_cast<int>(MemPlace::Device)] = 1000 * s.microBatch;
+                                         b[static_cast<int>(MemPlace::PinnedHost)] = s.checkpointing ? 7 : 0;
+                                         return b;
+                                       }};
+  Strategy s = with(in, 0);
+  const Evaluation e = evaluate(in, s);
+  CHECK(e.activationsKnown);
+  CHECK(e.ledger.get(Purpose::Activations, MemPlace::Device) == 4000);
+  s.checkpointing = true;
+  CHECK(evaluate(in, s).ledger.get(Purpose::Activations, MemPlace::PinnedHost) == 7);
 }

@@ -94,7 +94,7 @@ TEST_CASE("each rank holds exactly the ZeRO formulas' model-state bytes, as zrt-
         plan::BufferInputs b;
         b.stage = 3;
         b.precision = pr.dtype;
-        b.padded = placeModelStates(in, psi, frozen).padded;
+        b.placement = placeModelStates(in, psi, frozen);
         b.zero = c.zero_optimization;
         b.largestTensor = test::kWidth * test::kWidth;
         CHECK(ledger.get(MemTag::GatheredParameters, MemPlace::Device).peak ==

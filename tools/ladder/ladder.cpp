@@ -107,13 +107,14 @@ LadderResult runLadder(const LadderSpec& spec, const RunnerOptions& o) {
       r.note = detail::cat("zrt-train ", pr.describe(), "; its output's last lines:\n", tail(output, 15));
     } else {
       try {
-        r.measured = parseLedgerTable(output);
-        r.steps = parseStepLog(readFile(files.jsonLog));
+        const std::string log = readFile(files.jsonLog);
+        r.measured = parseMemoryLine(log);
+        r.steps = parseStepLog(log);
         r.agreement = compare(r.prediction.bytes, r.prediction.devicePeak(), r.measured, result.tolerances);
         r.status = RungStatus::Ran;
       } catch (const std::exception& e) {
         r.status = RungStatus::Failed;
-        r.note = detail::cat("reading ", outFile.string(), " and ", files.jsonLog, ": ", e.what());
+        r.note = detail::cat("reading ", files.jsonLog, ": ", e.what());
       }
     }
     if (o.progress) {

@@ -166,7 +166,7 @@ int run(int argc, char** argv) {
     if (s.model.hidden % s.model.heads != 0)
       ZRT_THROW(InvalidArgument, "--heads ", s.model.heads, " must divide --hidden ", s.model.hidden);
     checkSpec(s);
-    gpt2LoraPlanModel(gpt2PlanModel(s.model), s.lora);  // names an unknown --lora-targets now
+    gpt2LoraPlanModel(s.model, s.lora);  // names an unknown --lora-targets (or a bad rank) now
     o.trainer = f.trainer.empty() ? findTrainer() : f.trainer;
     if (o.trainer.empty())
       ZRT_THROW(InvalidArgument, "zrt-train is not beside zrt-ladder nor in the build tree: give --trainer");

@@ -1,11 +1,8 @@
 #include "tools/ladder/measurement.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,87 +13,50 @@ namespace zrt::ladder {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
 
-std::vector<std::string_view> cellsOf(std::string_view line) {
-  std::vector<std::string_view> cells;
-  // "| a | b | c |": the text between bars.
-  std::size_t start = line.find('|');
-  while (start != std::string_view::npos) {
-    const std::size_t end = line.find('|', start + 1);
-    if (end == std::string_view::npos) break;
-    cells.push_back(trim(line.substr(start + 1, end - start - 1)));
-    start = end;
-  }
-  return cells;
+bool isMemoryLine(const nlohmann::json& j) { return j.is_object() && j.contains("memory") && j.contains("total"); }
+
+// {"current": N, "peak": N} -> N's peak.
+std::uint64_t peakOf(const nlohmann::json& counter, const std::string& where) {
+  if (!counter.is_object() || !counter.contains("peak") || !counter["peak"].is_number_unsigned())
+    ZRT_THROW(InvalidArgument, "memory ledger line: ", where, " has no byte count \"peak\" (", counter.dump(), ")");
+  return counter["peak"].get<std::uint64_t>();
 }
 
-std::optional<MemTag> tagNamed(std::string_view name) {
-  for (int t = 0; t < kNumMemTags; ++t)
-    if (nameOf(static_cast<MemTag>(t)) == name) return static_cast<MemTag>(t);
-  return std::nullopt;
-}
-
-// "current / peak" -> peak.
-std::uint64_t peakOf(std::string_view cell, std::string_view line) {
-  const std::size_t slash = cell.find(" / ");
-  if (slash == std::string_view::npos)
-    ZRT_THROW(InvalidArgument, "memory ledger: expected 'current / peak' in '", cell, "' of line '", line, "'");
-  return parsePrintedBytes(trim(cell.substr(slash + 3)));
+const nlohmann::json& member(const nlohmann::json& object, std::string_view key, const std::string& where) {
+  const auto it = object.find(std::string(key));
+  if (it == object.end()) ZRT_THROW(InvalidArgument, "memory ledger line: ", where, " lacks \"", key, "\"");
+  return *it;
 }
 
 }  // namespace
 
-std::uint64_t parsePrintedBytes(std::string_view text) {
-  static constexpr std::string_view kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  const std::string s(trim(text));
-  const std::size_t space = s.find(' ');
-  auto bad = [&]() -> std::uint64_t {
-    ZRT_THROW(InvalidArgument, "memory ledger: cannot read the size '", text, "'");
-  };
-  if (space == std::string::npos) return bad();
-  const std::string number = s.substr(0, space), unit = s.substr(space + 1);
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(number.c_str(), &end);
-  if (end != number.c_str() + number.size() || errno != 0 || !std::isfinite(v) || v < 0) return bad();
-  double scale = 1;
-  for (std::string_view u : kUnits) {
-    if (u == unit) return static_cast<std::uint64_t>(std::llround(v * scale));
-    scale *= 1024;
-  }
-  return bad();
-}
-
-LedgerReading parseLedgerTable(const std::string& output) {
-  // The table's first data row starts after its last header line ("| tag | device | ...").
-  const std::size_t header = output.rfind("| tag ");
-  if (header == std::string::npos)
-    ZRT_THROW(InvalidArgument, "no memory ledger table in the trainer's output (it prints rank 0's at the end of a run)");
+LedgerReading parseMemoryLine(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!trim(line).empty()) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (!isMemoryLine(j))
+    ZRT_THROW(InvalidArgument, "the step log's last line is not the memory ledger (zrt-train writes it after the last "
+              "step): '", last, "'");
   LedgerReading r;
-  bool total = false;
-  std::istringstream lines(output.substr(header));
-  std::string line;
-  std::getline(lines, line);  // the header
-  while (!total && std::getline(lines, line)) {
-    if (line.starts_with("|---")) continue;
-    const std::vector<std::string_view> cells = cellsOf(line);
-    if (cells.size() != 1 + kNumMemPlaces)
-      ZRT_THROW(InvalidArgument, "memory ledger: expected ", 1 + kNumMemPlaces, " cells in line '", line, "'");
-    if (cells[0] == "total") {
-      for (int p = 0; p < kNumMemPlaces; ++p) r.placePeak[p] = peakOf(cells[1 + p], line);
-      total = true;
-      continue;
+  const nlohmann::json& memory = j["memory"];
+  const nlohmann::json& total = j["total"];
+  for (int p = 0; p < kNumMemPlaces; ++p) {
+    const auto place = static_cast<MemPlace>(p);
+    for (int t = 0; t < kNumMemTags; ++t) {
+      const auto tag = static_cast<MemTag>(t);
+      const std::string where = detail::cat("\"memory\"/\"", nameOf(tag), "\"");
+      const nlohmann::json& cell = member(member(memory, nameOf(tag), "\"memory\""), nameOf(place), where);
+      r.peaks.add(tag, place, peakOf(cell, detail::cat(where, "/\"", nameOf(place), "\"")));
     }
-    const std::optional<MemTag> tag = tagNamed(cells[0]);
-    if (!tag) ZRT_THROW(InvalidArgument, "memory ledger: unknown tag '", cells[0], "' in line '", line, "'");
-    for (int p = 0; p < kNumMemPlaces; ++p)
-      r.peaks.add(*tag, static_cast<MemPlace>(p), peakOf(cells[1 + p], line));
+    r.placePeak[p] = peakOf(member(total, nameOf(place), "\"total\""), detail::cat("\"total\"/\"", nameOf(place), "\""));
   }
-  if (!total) ZRT_THROW(InvalidArgument, "memory ledger: the table has no total row");
   return r;
 }
 
@@ -117,6 +77,7 @@ StepTimes parseStepLog(const std::string& text) {
     ++number;
     if (trim(line).empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (isMemoryLine(j)) continue;
     if (!j.is_object() || !j.contains("step_s") || !j["step_s"].is_number())
       ZRT_THROW(InvalidArgument, "step log line ", number, ": expected a JSON object with step_s, got '", line, "'");
     t.seconds.push_back(j["step_s"].get<double>());

@@ -1,15 +1,11 @@
-// What one zrt-train run measured, read from what it writes today: rank 0's memory ledger table,
-// printed at the end of the run (core/memory_ledger.h's table(): per tag and place "current /
-// peak", and a total row whose peak is the peak of the sum), and the --json-log step lines
-// (step_s). The table prints sizes with three significant digits ("3.18 MiB"), so a parsed value
-// is within half a unit of the last digit of the true one: 0.5% at worst (at "1.00"), well inside
-// the 5% and 15% the ladder checks.
+// What one zrt-train run measured, read from its --json-log file: the step lines (step_s,
+// compute_s) and the last line, rank 0's memory ledger in exact bytes (tools/trainer/step_log.h,
+// memoryJson: per tag and place current and peak, and per place the peak of the sum).
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "tools/ladder/memory_bytes.h"
@@ -26,13 +22,11 @@ struct LedgerReading {
   std::uint64_t nvmePeak() const { return placePeak[static_cast<int>(MemPlace::Nvme)]; }
 };
 
-// "0 B", "512 B", "3.18 MiB", "1.00 GiB" (core/units.h formatBytes) to bytes. Throws
-// InvalidArgument quoting the text.
-std::uint64_t parsePrintedBytes(std::string_view text);
-
-// The last memory ledger table in `output` (the trainer's stdout and stderr). Throws
-// InvalidArgument when there is none, or a row or cell cannot be read (quoting the line).
-LedgerReading parseLedgerTable(const std::string& output);
+// The memory ledger from the --json-log file's text: its last line, {"memory": {"<tag>":
+// {"<place>": {"current": N, "peak": N}}}, "total": {"<place>": {...}}}, tags and places by the
+// names nameOf() gives them. Throws InvalidArgument, naming the line or the missing tag, place or
+// count, when the last line is not such an object (a run that ended before writing it).
+LedgerReading parseMemoryLine(const std::string& text);
 
 struct StepTimes {
   std::vector<double> seconds;  // step_s of each step line, in order
@@ -45,8 +39,8 @@ struct StepTimes {
 };
 
 // The --json-log file's text: one JSON object per line with "step_s" (and "compute_s", read
-// when present). Throws InvalidArgument naming the line for a line that is not such an object,
-// or when there is no step.
+// when present), the last line the memory ledger (skipped here). Throws InvalidArgument naming
+// the line for a line that is neither, or when there is no step.
 StepTimes parseStepLog(const std::string& text);
 
 }  // namespace zrt::ladder

@@ -1,8 +1,11 @@
 #include "tools/ladder/prediction.h"
 
-#include <string_view>
+#include <array>
+#include <filesystem>
 
 #include "core/error.h"
+#include "offload/block_size.h"
+#include "offload/pinned_buffer_pool.h"
 #include "tools/plan/config_input.h"
 #include "tools/plan/strategy.h"
 #include "tools/trainer/model/gpt2.h"
@@ -11,31 +14,20 @@ namespace zrt::ladder {
 
 namespace {
 
-// zrt-train's --lora-targets names and the weight each adapts (tools/trainer/model/lora.h).
-struct LoraTarget {
-  std::string_view name;
-  std::string_view weight;  // the block parameter's name after "h.{i}."
-};
-constexpr LoraTarget kLoraTargets[] = {
-    {"qkv", "attn.c_attn.weight"},
-    {"proj", "attn.c_proj.weight"},
-    {"fc", "mlp.c_fc.weight"},
-    {"mlp_proj", "mlp.c_proj.weight"},
-};
+trainer::Gpt2Shape gpt2Shape(const ModelShape& s) { return {s.layers, s.hidden, s.heads, s.seqLen, 256}; }
 
-const LoraTarget& loraTarget(const std::string& name) {
-  for (const LoraTarget& t : kLoraTargets)
-    if (t.name == name) return t;
-  std::string known;
-  for (const LoraTarget& t : kLoraTargets) known += (known.empty() ? "" : ", ") + std::string(t.name);
-  ZRT_THROW(InvalidArgument, "--lora-targets: unknown layer '", name, "' (known: ", known, ")");
+trainer::LoraConfig loraConfig(const LoraSettings& lora) {
+  trainer::LoraConfig c;
+  c.rank = lora.rank;
+  c.alpha = lora.alpha;
+  std::string list;
+  for (const std::string& t : lora.targets) list += (list.empty() ? "" : ",") + t;
+  c.targets = trainer::parseLoraTargets(list);
+  return c;
 }
 
-}  // namespace
-
-plan::ModelSpec gpt2PlanModel(const ModelShape& shape) {
-  const trainer::Gpt2Shape g{shape.layers, shape.hidden, shape.heads, shape.seqLen, 256};
-  const EngineModel model = trainer::gpt2Model(g, 0);
+// The registration as zrt-plan's model, each tensor in its module.
+plan::ModelSpec planModelOf(const EngineModel& model) {
   plan::ModelSpec spec;
   for (const ModuleSpec& m : model.modules)
     for (const ParamSpec& p : m.params) {
@@ -43,8 +35,16 @@ plan::ModelSpec gpt2PlanModel(const ModelShape& shape) {
       t.name = p.name;
       for (std::int64_t d : p.shape) t.shape.push_back(static_cast<std::uint64_t>(d));
       t.trainable = p.trainable;
+      t.module = m.name;
       spec.tensors.push_back(std::move(t));
     }
+  return spec;
+}
+
+}  // namespace
+
+plan::ModelSpec gpt2PlanModel(const ModelShape& shape) {
+  plan::ModelSpec spec = planModelOf(trainer::gpt2Model(gpt2Shape(shape), 0));
   spec.shape = plan::TransformerShape{static_cast<std::uint64_t>(shape.layers),
                                       static_cast<std::uint64_t>(shape.hidden),
                                       static_cast<std::uint64_t>(shape.heads), 256};
@@ -53,48 +53,47 @@ plan::ModelSpec gpt2PlanModel(const ModelShape& shape) {
   return spec;
 }
 
-plan::ModelSpec gpt2LoraPlanModel(const plan::ModelSpec& base, const LoraSettings& lora) {
-  std::vector<const LoraTarget*> targets;
-  for (const std::string& name : lora.targets) targets.push_back(&loraTarget(name));
-  const auto r = static_cast<std::uint64_t>(lora.rank);
-  plan::ModelSpec m = base;
-  m.tensors.clear();
-  m.loraRank = r;
+plan::ModelSpec gpt2LoraPlanModel(const ModelShape& shape, const LoraSettings& lora) {
+  const trainer::LoraConfig config = loraConfig(lora);
+  plan::ModelSpec m = planModelOf(trainer::gpt2Model(gpt2Shape(shape), 0, config));
+  m.shape = gpt2PlanModel(shape).shape;
+  m.loraRank = static_cast<std::uint64_t>(lora.rank);
   m.loraTargets = lora.targets;
-  m.loraAdaptedTensors = 0;
-  for (const plan::TensorSpec& t : base.tensors) {
-    plan::TensorSpec frozen = t;
-    frozen.trainable = false;
-    m.tensors.push_back(frozen);
-  }
-  // Adapters after the base tensors: the order does not change any count the planner makes.
-  for (const plan::TensorSpec& t : base.tensors)
-    for (const LoraTarget* target : targets) {
-      // "h.{i}." + weight: a block's adapted layer.
-      const std::string_view name = t.name;
-      if (!name.starts_with("h.") || !name.ends_with(target->weight) || t.shape.size() != 2) continue;
-      const std::string_view prefix = name.substr(0, name.size() - target->weight.size());
-      if (prefix.find('.', 2) != prefix.size() - 1) continue;
-      const std::uint64_t in = t.shape[0], out = t.shape[1];
-      const std::string stem(name.substr(0, name.size() - 7));  // without ".weight"
-      m.tensors.push_back({stem + ".lora_A.weight", {r, in}, true});
-      m.tensors.push_back({stem + ".lora_B.weight", {out, r}, true});
-      ++m.loraAdaptedTensors;
-    }
-  m.source = base.source + detail::cat(" + LoRA r=", r);
+  m.loraAdaptedTensors = static_cast<std::uint64_t>(shape.layers) * config.targets.size();
+  m.source = gpt2PlanModel(shape).source + detail::cat(" + LoRA r=", lora.rank);
   return m;
 }
 
 Prediction predict(const LadderSpec& spec, const Rung& rung, const std::filesystem::path& config) {
   plan::PlanInputs in;
   in.model = gpt2PlanModel(spec.model);
-  if (rung.strategy.lora) in.loraModel = gpt2LoraPlanModel(in.model, spec.lora);
+  if (rung.strategy.lora) in.loraModel = gpt2LoraPlanModel(spec.model, spec.lora);
   in.hardware.worldSize = spec.ranks;
   in.hardware.ranksPerNode = spec.ranks;
   in.hardware.deviceBytes = spec.budgetBytes;
+  // zrt-train runs on the host device: its pinned pools move into huge pages, and its swap
+  // files live under the NVMe rung's directory.
+  in.hardware.pinnedHugePageBytes = offload::transparentHugePageBytes();
+  if (!spec.nvmePath.empty()) in.hardware.nvmeBlockBytes = offload::logicalBlockSize(spec.nvmePath);
   in.training.seqLen = static_cast<std::uint64_t>(spec.model.seqLen);
   double momentum = 0;
   plan::applyConfigFile(config, plan::GivenFlags{}, in, momentum);
+  const trainer::Gpt2Shape shape = gpt2Shape(spec.model);
+  const trainer::LoraConfig lora = loraConfig(spec.lora);
+  const DType dtype = in.training.precision;
+  in.activationModel = plan::ActivationModel{
+      "zrt-train's own buffers (gpt2ActivationBytes: fp32, backward scratch included)",
+      [shape, lora, dtype](const plan::Strategy& s) {
+        trainer::Gpt2Options o;
+        o.activationCheckpointing = s.checkpointing;
+        if (s.lora) o.lora = lora;
+        const trainer::Gpt2ActivationBytes b =
+            trainer::gpt2ActivationBytes(shape, o, static_cast<int>(s.microBatch), dtype);
+        std::array<std::uint64_t, kNumMemPlaces> bytes{};
+        bytes[static_cast<int>(MemPlace::Device)] = b.device;
+        bytes[static_cast<int>(MemPlace::PinnedHost)] = b.pinnedHost;
+        return bytes;
+      }};
   const plan::Evaluation e = plan::evaluate(in, rung.strategy);
   Prediction p;
   p.trainable = e.trainable;

@@ -1,9 +1,14 @@
 // zrt-plan's prediction for one rung, through the planner's own library: the model is
-// zrt-train's GPT-2 registration (every tensor by name and shape, so the parameter count is
-// exact, biases, norms and position embeddings included), the config is the file the rung runs
-// with (read by zrt-plan's config reader), and the strategy is the rung's. The planner's bill
-// (model states, buffers, activations by Korthikanti et al.) is taken as it is: the ladder adds
-// nothing to it and removes nothing, so a disagreement with the ledger is the planner's.
+// zrt-train's GPT-2 registration (every tensor by name, shape and module, so the parameter count
+// is exact, biases, norms and position embeddings included, and the buffers sized per module are
+// the Engine's), the config is the file the rung runs with (read by zrt-plan's config reader),
+// the strategy is the rung's, and the hardware is this machine's host device (its huge pages, the
+// NVMe directory's block size). The activations are the trainer's own allocation
+// (gpt2ActivationBytes, given to the planner as its activation model): zrt-train keeps fp32
+// activations and its backward scratch whatever the precision and checkpointing, which
+// Korthikanti et al.'s estimate of a 16-bit framework does not describe. The planner's bill is
+// otherwise taken as it is: the ladder adds nothing to it and removes nothing, so a disagreement
+// with the ledger is the planner's.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -23,15 +28,16 @@ struct Prediction {
   std::uint64_t devicePeak() const { return bytes.total(MemPlace::Device); }
 };
 
-// zrt-train's GPT-2 (tools/trainer/model) as zrt-plan's model: its registration's tensors and
-// the transformer shape (vocabulary 256) for the activation estimate.
+// zrt-train's GPT-2 (tools/trainer/model) as zrt-plan's model: its registration's tensors with
+// their modules, and the transformer shape (vocabulary 256).
 plan::ModelSpec gpt2PlanModel(const ModelShape& shape);
 
-// The LoRA variant zrt-train trains with --lora-targets: every base tensor frozen; for each
-// block and target, lora_A [r, in] and lora_B [out, r] trainable, where [in, out] is the adapted
-// weight's shape (GPT-2 keeps weights as [in, out]). Throws InvalidArgument naming
-// --lora-targets for a name it does not know.
-plan::ModelSpec gpt2LoraPlanModel(const plan::ModelSpec& base, const LoraSettings& lora);
+// The LoRA variant zrt-train trains with --lora-rank and --lora-targets, from the trainer's own
+// registration: every base tensor frozen; in each block's module, for each target, lora_A
+// [r, in] and lora_B [out, r] trainable, where [in, out] is the adapted weight's shape (GPT-2
+// keeps weights as [in, out]). Throws InvalidArgument naming --lora-targets (or --lora-rank)
+// for a setting the trainer refuses.
+plan::ModelSpec gpt2LoraPlanModel(const ModelShape& shape, const LoraSettings& lora);
 
 // The planner's evaluation of `rung` as `config` (the file written for it) configures it, for
 // rank 0 of spec.ranks ranks on one node.

@@ -41,6 +41,7 @@ std::vector<Rung> ladderRungs(const LadderSpec& spec) {
   s.offloadParam = OffloadDevice::Cpu;
   rungs.push_back({"+ CPU offload", s});
   s.offloadOptimizer = OffloadDevice::Nvme;
+  s.offloadParam = OffloadDevice::Nvme;
   rungs.push_back({"+ NVMe offload", s});
   s = stage3;
   s.lora = true;
@@ -98,8 +99,12 @@ nlohmann::json rungConfig(const nlohmann::json& base, const LadderSpec& spec, co
   z.erase("offload_param");
   if (s.offloadOptimizer != OffloadDevice::None)
     z["offload_optimizer"] = offloadSection(s.offloadOptimizer, spec.nvmePath);
-  if (s.offloadParam != OffloadDevice::None)
+  if (s.offloadParam != OffloadDevice::None) {
     z["offload_param"] = offloadSection(s.offloadParam, spec.nvmePath);
+    // Every parameter element on NVMe: DeepSpeed's default max_in_cpu (1e9) would keep a
+    // small model's whole shard in host memory, and the rung would not move parameters at all.
+    if (s.offloadParam == OffloadDevice::Nvme) z["offload_param"]["max_in_cpu"] = 0;
+  }
   if (!spec.precision.empty()) {
     c.erase("fp16");
     c.erase("bf16");

@@ -6,8 +6,8 @@
 //   + checkpointing   activation checkpointing
 //   + ZeRO 1, 2, 3    the stage, on the same ranks
 //   + CPU offload     stage 3, optimizer state and parameter shard in pinned host memory
-//   + NVMe offload    stage 3, optimizer state in swap files, parameter shard in pinned host
-//                     memory (the Engine does not run offload_param nvme)
+//   + NVMe offload    stage 3, optimizer state and parameter shard in swap files (max_in_cpu 0:
+//                     every parameter element on NVMe, read through pinned staging buffers)
 //   + LoRA            stage 3 with checkpointing and the small micro-batch, base frozen,
 //                     adapters trained; no offload (an adapter's optimizer state is too small
 //                     to be worth a PCIe or NVMe round trip)
@@ -75,8 +75,9 @@ std::vector<Rung> ladderRungs(const LadderSpec& spec);
 // configs/stage3_nvme_offload.json, fp32, the host device.
 nlohmann::json defaultBaseConfig();
 
-// `base` with the rung's batch sizes, ZeRO stage and offload settings (pin_memory on), the
-// precision (when the spec names one) and the host device. Keys the ladder does not decide
+// `base` with the rung's batch sizes, ZeRO stage and offload settings (pin_memory on; nvme_path
+// for NVMe; max_in_cpu 0 for offload_param nvme), the precision (when the spec names one) and
+// the host device. Keys the ladder does not decide
 // (optimizer, scheduler, bucket sizes, aio) are kept.
 nlohmann::json rungConfig(const nlohmann::json& base, const LadderSpec& spec, const Rung& rung);
 

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 
-#include "offload/pinned_buffer_pool.h"
-#include "core/shard.h"
-#include "tools/plan/checked_math.h"
+#include "comm/bucket_plan.h"
+#include "comm/gradient_bucketer.h"
 #include "core/error.h"
+#include "core/shard.h"
+#include "offload/pinned_buffer_pool.h"
+#include "partition/param_coordinator.h"
+#include "runtime/optimizer_swapper.h"
+#include "tools/plan/checked_math.h"
 
 namespace zrt::plan {
 
@@ -18,6 +22,7 @@ std::string_view purposeName(Purpose p) {
     case Purpose::CommBuckets: return "comm buckets";
     case Purpose::GatheredParams: return "gathered params";
     case Purpose::SwapBuffers: return "swap buffers";
+    case Purpose::GradientWorkspace: return "gradient workspace";
     case Purpose::Activations: return "activations";
     case Purpose::Reserve: return "reserve";
   }
@@ -33,6 +38,7 @@ MemTag memTagOf(Purpose p) {
     case Purpose::CommBuckets: return MemTag::CommBuckets;
     case Purpose::GatheredParams: return MemTag::GatheredParameters;
     case Purpose::SwapBuffers: return MemTag::SwapBuffers;
+    case Purpose::GradientWorkspace: return MemTag::Other;
     case Purpose::Activations: return MemTag::Activations;
     case Purpose::Reserve: return MemTag::Other;
   }
@@ -144,40 +150,125 @@ std::uint64_t activationBytes(const ActivationInputs& in) {
 
 // ---- Buffers --------------------------------------------------------------------------------
 
+namespace {
+
+std::uint64_t nonNegative(std::int64_t v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0)); }
+
+}  // namespace
+
+std::uint64_t largestReduceBucket(const BufferInputs& in) {
+  const std::uint64_t bucket = std::max<std::uint64_t>(1, nonNegative(in.zero.reduce_bucket_size));
+  if (in.trainableTensors.empty()) return std::min(bucket, in.padded().trainable);
+  const std::vector<std::size_t> numels(in.trainableTensors.begin(), in.trainableTensors.end());
+  return comm::planGradientBuckets(numels, static_cast<std::size_t>(bucket)).maxBucketNumel;
+}
+
+namespace {
+
+// Comm buckets: the gradient bucketer's memory for the Engine (which gives it the gradient
+// buffer as its output), with the accumulation receive buffers when micro-steps add up in it.
+std::uint64_t reduceBucketBytes(const BufferInputs& in) {
+  const Padded& pd = in.padded();
+  if (pd.trainable == 0) return 0;
+  const std::uint64_t bucket = std::max<std::uint64_t>(1, nonNegative(in.zero.reduce_bucket_size));
+  // The Engine accumulates in the bucketer from the second micro-step on at stages 2-3, unless
+  // the fp32 accumulator takes the sum (runtime/engine.cpp, beginMicroStep).
+  const bool accumulates = in.stage >= 2 && in.gradAccum > 1 && in.placement.gradientAccumulator.elements == 0;
+  if (in.trainableTensors.empty()) {
+    // Tensors not known (a bare parameter count): as if every tensor were small, buckets of
+    // min(reduce_bucket_size, Ψ'), and a receive buffer of at most the shard per staging buffer.
+    if (in.stage < 2) return 0;
+    const std::uint64_t slots = in.overlapComm ? 2 : 1, p = dtypeSize(in.precision);
+    const std::uint64_t staging = checkedProduct({slots, largestReduceBucket(in), p}, "the reduce buckets");
+    const std::uint64_t receive = checkedProduct({slots, std::min(bucket, pd.trainableShard), p}, "the reduce buckets");
+    return staging + (accumulates ? receive : 0);
+  }
+  const std::vector<std::size_t> numels(in.trainableTensors.begin(), in.trainableTensors.end());
+  const comm::GradBucketPlan plan = comm::planGradientBuckets(numels, static_cast<std::size_t>(bucket));
+  const comm::BucketerMemory m = comm::bucketerMemory(plan, in.stage, in.overlapComm, in.precision,
+                                                      /*callerOutput=*/true, in.worldSize, in.rank);
+  return m.buffers + (accumulates ? m.accumulation : 0);
+}
+
+// Stage 3's gathered copies (partition/param_coordinator.h).
+std::uint64_t gatheredElements(const BufferInputs& in) {
+  const ZeroConfig& z = in.zero;
+  const std::uint64_t maxLive = nonNegative(z.stage3_max_live_parameters);
+  if (in.modules.empty()) {
+    const std::uint64_t all = in.padded().trainable + in.padded().frozen;
+    return std::min(all, std::max(maxLive, in.largestTensor));
+  }
+  const std::uint64_t threshold = nonNegative(z.stage3_param_persistence_threshold);
+  std::uint64_t persistent = 0, others = 0;
+  for (const ModuleSize& m : in.modules) (m.elements() < threshold ? persistent : others) += m.elements();
+  return persistent + std::min(others, maxLive);
+}
+
+// offload_param nvme: the coordinator's staging buffers, sized for the largest piece of a module
+// this rank reads from NVMe (partition/param_coordinator.cpp, its constructor).
+std::uint64_t parameterStagingBytes(const BufferInputs& in, std::uint64_t p) {
+  const ModelStatePlacement& pl = in.placement;
+  const Padded& pd = pl.padded;
+  const std::uint64_t count = static_cast<std::uint64_t>(std::max(1, in.zero.offload_param.buffer_count));
+  // A shard's NVMe part has a swap file, whose reads need up to two alignments of room; a shard
+  // wholly in host memory has none (ParamShardStore::stagingBytes with alignment 1).
+  const std::uint64_t trainableAlign = pl.parameters.elements ? in.nvmeBlockBytes : 1;
+  const std::uint64_t frozenAlign = pl.frozenParameters.elements ? in.nvmeBlockBytes : 1;
+  const std::uint64_t trainableInCpu = pl.parametersInCpu.elements, frozenInCpu = pl.frozenParametersInCpu.elements;
+  std::uint64_t trainable = 0, frozen = 0;
+  if (in.modules.empty()) {
+    const std::uint64_t piece = std::min(nonNegative(in.zero.offload_param.buffer_size), pd.trainableShard);
+    if (pl.parameters.elements == 0) return 0;
+    trainable = piece * p + 2 * trainableAlign;
+  } else {
+    std::uint64_t trainableAt = 0, frozenAt = 0;
+    bool any = false;
+    for (const ModuleSize& m : in.modules) {
+      const GatherPieces tp = gatherPieces(trainableAt, m.trainable, pd.trainableShard, in.worldSize, in.rank);
+      const GatherPieces fp = gatherPieces(frozenAt, m.frozen, pd.frozenShard, in.worldSize, in.rank);
+      trainableAt += m.trainable;
+      frozenAt += m.frozen;
+      const std::uint64_t tn = tp.counts[static_cast<std::size_t>(in.rank)];
+      const std::uint64_t fn = fp.counts[static_cast<std::size_t>(in.rank)];
+      const bool reads = (tn > 0 && tp.sendOffset + tn > trainableInCpu) || (fn > 0 && fp.sendOffset + fn > frozenInCpu);
+      if (!reads) continue;
+      any = true;
+      trainable = std::max(trainable, tn * p + 2 * trainableAlign);
+      frozen = std::max(frozen, fn * p + 2 * frozenAlign);
+    }
+    if (!any) return 0;
+  }
+  const std::uint64_t a = offload::kPinnedBufferAlignment;
+  return checkedProduct({count, checkedSum({(trainable + a - 1) / a * a, frozen}, "a staging buffer")},
+                        "the parameter staging buffers (buffer_count · buffer bytes)");
+}
+
+}  // namespace
+
 PlanLedger bufferBytes(const BufferInputs& in) {
   PlanLedger l;
   const std::uint64_t p = dtypeSize(in.precision);
-  const ZeroConfig& z = in.zero;
-  auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0)); };
-  if (in.padded.trainable > 0) {
-    const std::uint64_t buckets = in.overlapComm ? 2 : 1;
-    l.add(Purpose::CommBuckets, MemPlace::Device,
-          buckets * std::min(u(z.reduce_bucket_size), in.padded.trainable) * p);
+  const Padded& pd = in.padded();
+  if (in.stage >= 2) l.add(Purpose::CommBuckets, comm::kBucketMemoryPlace, reduceBucketBytes(in));
+  if (pd.trainable > 0 && !in.modules.empty()) {
+    std::uint64_t widest = 0;
+    for (const ModuleSize& m : in.modules) widest = std::max(widest, m.trainable);
+    l.add(Purpose::GradientWorkspace, MemPlace::Device, checkedProduct({widest, p}, "the gradient workspace"));
   }
-  if (in.stage == 3) {
-    const std::uint64_t all = in.padded.trainable + in.padded.frozen;
-    // Gathers posted ahead by the trace count toward the live bound (partition/param_coordinator.h).
-    const std::uint64_t live = std::max(u(z.stage3_max_live_parameters), in.largestTensor);
-    l.add(Purpose::GatheredParams, MemPlace::Device, std::min(all, live) * p);
-  }
-  // Swap buffers come from offload's PinnedBufferPool, which rounds each one up to
-  // kPinnedBufferAlignment bytes.
-  auto pinnedBuffers = [](std::int64_t count, std::uint64_t bytes) {
-    const std::uint64_t a = offload::kPinnedBufferAlignment;
-    return checkedProduct({static_cast<std::uint64_t>(count), (bytes + a - 1) / a * a},
-                          "the swap buffers (buffer_count · buffer bytes)");
-  };
+  if (in.stage == 3)
+    l.add(Purpose::GatheredParams, MemPlace::Device, checkedProduct({gatheredElements(in), p}, "the gathered parameters"));
   if (in.offloadOptimizer == OffloadDevice::Nvme) {
-    const std::uint64_t group = paddedLength(std::min(u(z.sub_group_size), in.padded.trainableShard), 1,
-                                             kShardAlignElements);
+    const OptimizerStateSpec& o = in.placement.optimizer;
+    const std::uint64_t states = (o.masterWeights ? 1 : 0) + static_cast<std::uint64_t>(o.moments);
+    const std::uint64_t group =
+        OptimizerSwapper::subGroupElements(pd.trainableShard, std::max<std::uint64_t>(1, nonNegative(in.zero.sub_group_size)));
+    const std::uint64_t buffer = checkedProduct({group, 4, states}, "an optimizer swap buffer (sub-group · 4 · states)");
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          pinnedBuffers(z.offload_optimizer.buffer_count, group * 4));
+          offload::pinnedPoolBytes(static_cast<std::size_t>(std::max(1, in.zero.offload_optimizer.buffer_count)),
+                                   static_cast<std::size_t>(buffer), static_cast<std::size_t>(in.hugePageBytes)));
   }
-  if (in.offloadParam == OffloadDevice::Nvme) {
-    l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          pinnedBuffers(z.offload_param.buffer_count,
-                        checkedProduct({u(z.offload_param.buffer_size), p}, "offload_param.buffer_size · p")));
-  }
+  if (in.offloadParam == OffloadDevice::Nvme && in.stage == 3)
+    l.add(Purpose::SwapBuffers, MemPlace::PinnedHost, parameterStagingBytes(in, p));
   return l;
 }
 

@@ -1,12 +1,14 @@
 // The formulas of zrt-plan as pure functions over plain structs (docs/plan.md states each one):
 // model states per rank (the ZeRO paper's, with ZRT's padding and placement), transformer
-// activations (Korthikanti et al. 2022), communication and swap buffers from the config's
-// bucket sizes, and a step-time model for the slowdown estimate. Thread-safe.
+// activations (Korthikanti et al. 2022), the buffers the Engine allocates (comm buckets, its
+// gradient workspace, stage 3's gathered copies, swap and staging buffers) from the config and
+// the model's tensors and modules, and a step-time model for the slowdown estimate. Thread-safe.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "partition/placement.h"
 #include "core/memory_ledger.h"
@@ -16,7 +18,8 @@
 namespace zrt::plan {
 
 // What the bytes are for, finer than MemTag: master weights and moments are both
-// MemTag::OptimizerState, gathered stage-3 parameters are buffers, not model states.
+// MemTag::OptimizerState, gathered stage-3 parameters are buffers, not model states; the
+// Engine's gradient workspace and the reserve are both MemTag::Other.
 enum class Purpose : int {
   Parameters = 0,
   Gradients,
@@ -25,10 +28,11 @@ enum class Purpose : int {
   CommBuckets,
   GatheredParams,
   SwapBuffers,
+  GradientWorkspace,
   Activations,
   Reserve,
 };
-inline constexpr int kNumPurposes = 9;
+inline constexpr int kNumPurposes = 10;
 std::string_view purposeName(Purpose p);
 // The ledger tag the runtime charges these bytes to.
 MemTag memTagOf(Purpose p);
@@ -105,28 +109,61 @@ std::uint64_t activationBytes(const ActivationInputs& in);
 // ---- Buffers --------------------------------------------------------------------------------
 
 struct BufferInputs {
-  Padded padded;
+  ModelStatePlacement placement;  // sizes, the fp32 accumulator, the optimizer's states, max_in_cpu
+  const Padded& padded() const { return placement.padded; }
   std::uint64_t largestTensor = 0;
+  // The trainable tensors' elements in registration order (the reduce buckets' tensors); empty
+  // when not known (see bufferBytes).
+  std::vector<std::uint64_t> trainableTensors;
+  // The modules in registration order; empty when not known (see bufferBytes).
+  std::vector<ModuleSize> modules;
   int stage = 0;
+  int worldSize = 1;
+  int rank = 0;
   DType precision = DType::F16;
+  std::uint64_t gradAccum = 1;
   OffloadDevice offloadOptimizer = OffloadDevice::None;
   OffloadDevice offloadParam = OffloadDevice::None;
   bool overlapComm = false;  // two reduce buckets in flight instead of one
   ZeroConfig zero;
+  std::uint64_t hugePageBytes = 0;     // Hardware::pinnedHugePageBytes
+  std::uint64_t nvmeBlockBytes = 4096;  // Hardware::nvmeBlockBytes
 };
 
-// Communication and swap buffers per rank:
-//   reduce buckets (device): (overlapComm ? 2 : 1) · min(reduce_bucket_size, Ψ') · p
-//   stage 3 gathered parameters (device):
-//       min(Ψ'_all, max(stage3_max_live_parameters + stage3_prefetch_bucket_size, largest)) · p
-//   optimizer swap buffers (pinned host, offload_optimizer nvme):
-//       buffer_count · align4K(align32(min(sub_group_size, Ψ'/N)) · 4)
-//   parameter swap buffers (pinned host, offload_param nvme):
-//       buffer_count · align4K(buffer_size · p)
-// (align4K: the pinned buffer pool's rounding of each buffer to 4096 bytes).
+// The buffers the Engine allocates per rank, beside the model states (p = bytes of the dtype):
+//   comm buckets (host memory, comm::kBucketMemoryPlace: every communicator ZRT has stages in
+//       host memory), the gradient bucketer's own (comm::bucketerMemory) over the trainable
+//       tensors with reduce_bucket_size:
+//       stages 0-1: none (the gradients are all-reduced in place in the gradient buffer);
+//       stages 2-3: (overlap_comm ? 2 : 1) · the largest bucket · p of staging, plus, when
+//       micro-steps accumulate in the dtype (accumulation > 1 without the fp32 accumulator),
+//       a receive buffer per staging buffer as large as the largest piece of the shard a
+//       bucket staged there holds, · p. Tensors not known: buckets of min(reduce_bucket_size,
+//       Ψ') and receive buffers of min(reduce_bucket_size, Ψ'/N);
+//   gradient workspace (device, "other"): the widest module's trainable elements · p, where the
+//       caller writes one module's gradients;
+//   stage 3 gathered parameters (device): the modules under stage3_param_persistence_threshold
+//       elements stay whole; the others are gathered into a pool that keeps them (reused) up to
+//       stage3_max_live_parameters: (persistent + min(the others, max_live)) · p. Modules not
+//       known: min(Ψ' + Φ', max(max_live, largest tensor)) · p;
+//   optimizer swap buffers (pinned host, offload_optimizer nvme): a pool
+//       (offload::pinnedPoolBytes) of max(1, buffer_count) buffers each holding a sub-group
+//       (OptimizerSwapper::subGroupElements of the shard and sub_group_size) of every fp32 state
+//       the optimizer keeps (master weights and moments);
+//   parameter staging buffers (pinned host, offload_param nvme, stage 3): max(1, buffer_count)
+//       buffers of align4K(largest trainable piece · p + 2·block) + (largest frozen piece · p +
+//       2·block), where a piece is this rank's part of a module (gatherPieces) that reaches past
+//       the max_in_cpu elements kept in host memory, and block the NVMe file system's alignment
+//       (1 for a shard with no NVMe part). Modules not known: one piece of min(buffer_size,
+//       shard).
 // Parameter all-gathers at stages 1-2 run in place in the parameter buffer (allgather_bucket_size
 // bounds their messages, not memory).
 PlanLedger bufferBytes(const BufferInputs& in);
+
+// The largest reduce bucket in elements (comm/bucket_plan.h over the trainable tensors; tensors
+// not known: min(reduce_bucket_size, Ψ')).
+std::uint64_t largestReduceBucket(const BufferInputs& in);
+
 
 // ---- Step time ------------------------------------------------------------------------------
 

@@ -19,6 +19,12 @@ struct Hardware {
   std::uint64_t hostBytes = 0;              // per node
   std::uint64_t nvmeBytes = 0;              // free space per node
   std::uint64_t reserveBytes = 0;           // per rank, kept free on the device
+  // Pinned swap-buffer pools on ZRT's host device move into transparent huge pages of this size
+  // and are padded to whole ones (offload/pinned_buffer_pool.h); 0 on a GPU, where they are not.
+  std::uint64_t pinnedHugePageBytes = 0;
+  // The NVMe file system's O_DIRECT alignment: a parameter read starts at an aligned file offset,
+  // so its staging buffer has room for two alignments more (partition/param_store.h).
+  std::uint64_t nvmeBlockBytes = 4096;
   // Bandwidths in bytes per second and the achieved compute rate in FLOP/s, per rank for PCIe,
   // network and compute, per node for host memory and NVMe (shared by the node's ranks).
   double pcieBps = 25e9;

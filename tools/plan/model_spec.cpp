@@ -52,6 +52,36 @@ std::vector<ParamTensor> ModelSpec::paramTensors() const {
   return out;
 }
 
+std::vector<std::uint64_t> ModelSpec::trainableTensors() const {
+  std::vector<std::uint64_t> out;
+  for (const auto& t : tensors)
+    if (t.trainable) out.push_back(t.numel());
+  return out;
+}
+
+std::string moduleOf(std::string_view name) {
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t dot = std::min(name.find('.', start), name.size());
+    const std::string_view part = name.substr(start, dot - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::string(name.substr(0, dot));
+    start = dot + 1;
+  }
+  return std::string(name.substr(0, std::min(name.find('.'), name.size())));
+}
+
+std::vector<ModuleSize> ModelSpec::modules() const {
+  std::vector<ModuleSize> out;
+  if (!modulesKnown) return out;
+  for (const auto& t : tensors) {
+    const std::string name = t.module.empty() ? moduleOf(t.name) : t.module;
+    if (out.empty() || out.back().name != name) out.push_back({name});
+    (t.trainable ? out.back().trainable : out.back().frozen) += t.numel();
+  }
+  return out;
+}
+
 std::uint64_t parseParamCount(std::string_view text, std::string_view flag) {
   const std::string s(text);
   auto bad = [&]() {
@@ -107,6 +137,7 @@ ModelSpec fromParamCount(std::uint64_t params, std::string source) {
   ModelSpec m;
   m.source = std::move(source);
   m.tensors.push_back({"params", {params}, true});
+  m.modulesKnown = false;
   return m;
 }
 
@@ -162,6 +193,11 @@ ModelSpec parseManifest(const std::string& text, const std::string& source) {
       if (!t["trainable"].is_boolean())
         ZRT_THROW(InvalidArgument, where, ".trainable: expected true or false");
       spec.trainable = t["trainable"].get<bool>();
+    }
+    if (t.contains("module")) {
+      if (!t["module"].is_string() || t["module"].get<std::string>().empty())
+        ZRT_THROW(InvalidArgument, where, ".module: expected a non-empty string");
+      spec.module = t["module"].get<std::string>();
     }
     try {
       spec.numel();
@@ -231,8 +267,10 @@ ModelSpec addLora(const ModelSpec& base, std::uint64_t rank, const std::vector<s
     if (t.shape.size() == 2 && matchesTarget(t.name, targets)) {
       const std::uint64_t dOut = t.shape[0], dIn = t.shape[1];
       std::string stem = t.name.ends_with(".weight") ? t.name.substr(0, t.name.size() - 7) : t.name;
-      m.tensors.push_back({stem + ".lora_A", {rank, dIn}, true});
-      m.tensors.push_back({stem + ".lora_B", {dOut, rank}, true});
+      // In the module of the layer they adapt, registered with it.
+      const std::string module = t.module.empty() ? moduleOf(t.name) : t.module;
+      m.tensors.push_back({stem + ".lora_A", {rank, dIn}, true, module});
+      m.tensors.push_back({stem + ".lora_B", {dOut, rank}, true, module});
       ++m.loraAdaptedTensors;
     }
   }

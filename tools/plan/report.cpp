@@ -37,7 +37,8 @@ std::uint64_t optimizerBytes(const PlanLedger& l, MemPlace place) {
 
 std::uint64_t bufferBytesOn(const PlanLedger& l, MemPlace place) {
   return l.get(Purpose::CommBuckets, place) + l.get(Purpose::GatheredParams, place) +
-         l.get(Purpose::SwapBuffers, place) + l.get(Purpose::Reserve, place);
+         l.get(Purpose::SwapBuffers, place) + l.get(Purpose::GradientWorkspace, place) +
+         l.get(Purpose::Reserve, place);
 }
 
 std::string fitsCell(const Candidate& c) {
@@ -77,14 +78,16 @@ std::string formatTable(const Plan& plan, bool detail) {
     o << "  LoRA: rank " << in.loraModel->loraRank << " on " << in.loraModel->loraAdaptedTensors
       << " projections: " << in.loraModel->trainableParams() << " adapter parameters\n";
   }
-  if (!in.model.shape)
+  if (in.activationModel)
+    o << "  activations: " << in.activationModel->name << "\n";
+  else if (!in.model.shape)
     o << "  activations not estimated: give --layers, --hidden, --heads, --vocab (or a manifest "
          "with \"model\") to include them\n";
   o << "  baseline (no change): " << in.baseline.id()
     << (plan.baseline.fits() ? " fits" : " does not fit") << "\n\n";
 
   o << "Bytes per rank in GB (1e9). Device columns by purpose; optim = fp32 master + moments; "
-       "bufs = comm buckets, gathered params, reserve.\n";
+       "bufs = comm buckets, gathered params, gradient workspace, reserve.\n";
   o << pad("strategy", 20, true) << pad("params", 8) << pad("grads", 8) << pad("optim", 8)
     << pad("acts", 8) << pad("bufs", 8) << pad("device", 9) << pad("host", 9) << pad("nvme", 9)
     << pad("fits", 7) << pad("slowdown", 10) << "  lever\n";
@@ -350,6 +353,10 @@ void explainModelStates(std::ostream& o, const Plan& plan, const Evaluation& e) 
     std::string f = detail::cat("p·", symbolOf(first), " = ", p, "·", first.elements);
     if (&first == &dev && host.elements != 0)
       f += detail::cat(" on the device + p·", symbolOf(host), " = ", p, "·", host.elements, " pinned on the host");
+    // 16-bit training with accumulation: the micro-steps add up in fp32.
+    if (const StatePlacement& acc = m.gradientAccumulator; acc.elements != 0)
+      f += detail::cat(" + fp32 accumulator 4·", symbolOf(acc), " = 4·", acc.elements, " (", e.strategy.gradAccum,
+                       " micro-steps)");
     o << line("gradients", f, allPlaces(l, Purpose::Gradients), placeOf(l, Purpose::Gradients));
   }
   if (m.optimizer.masterWeights) {
@@ -370,7 +377,14 @@ void explainActivations(std::ostream& o, const Plan& plan, const Evaluation& e) 
   const ModelSpec& model = modelOf(plan, s);
   const PlanLedger& l = e.ledger;
   o << "Activations";
-  if (!e.activationsKnown) {
+  if (plan.inputs.activationModel) {
+    o << " (" << plan.inputs.activationModel->name << "):\n";
+    for (int pl = 0; pl < kNumMemPlaces; ++pl) {
+      const auto place = static_cast<MemPlace>(pl);
+      if (l.get(Purpose::Activations, place))
+        o << line("activations", "as allocated", l.get(Purpose::Activations, place), std::string(nameOf(place)));
+    }
+  } else if (!e.activationsKnown) {
     o << ": not estimated (no transformer shape)\n";
   } else {
     const auto& sh = *model.shape;
@@ -408,7 +422,7 @@ void explainActivations(std::ostream& o, const Plan& plan, const Evaluation& e) 
   }
 }
 
-// Communication and swap buffers, and the reserve.
+// Communication, workspace, gathered and swap buffers, and the reserve (formulas.h, bufferBytes).
 void explainBuffers(std::ostream& o, const Plan& plan, const Evaluation& e) {
   const Strategy& s = e.strategy;
   const Hardware& hw = plan.inputs.hardware;
@@ -418,29 +432,45 @@ void explainBuffers(std::ostream& o, const Plan& plan, const Evaluation& e) {
   const Padded& pd = e.padded();
   const std::uint64_t p = dtypeSize(tr.precision);
   const ZeroConfig& z = tr.zero;
+  const bool modules = model.modulesKnown;
   o << "Buffers:\n";
-  if (l.get(Purpose::CommBuckets, MemPlace::Device)) {
+  if (s.stage <= 1) {
+    o << "  reduce buckets      none: stages 0-1 all-reduce the gradient buffer in place\n";
+  } else if (const std::uint64_t b = allPlaces(l, Purpose::CommBuckets)) {
     const bool overlap = tr.overlapComm.value_or(s.stage == 3);
-    o << line("reduce buckets", detail::cat(overlap ? 2 : 1, " (overlap_comm ", overlap ? "on" : "off",
-                                            ")·min(reduce_bucket_size ", z.reduce_bucket_size, ", Ψ' ", pd.trainable,
-                                            ")·", p),
-              l.get(Purpose::CommBuckets, MemPlace::Device), "device");
+    const std::uint64_t slots = overlap ? 2 : 1;
+    const std::uint64_t staging = slots * e.largestReduceBucket * p;
+    std::string f = detail::cat(slots, " (overlap_comm ", overlap ? "on" : "off", ")·largest bucket ",
+                                e.largestReduceBucket, " (of reduce_bucket_size ", z.reduce_bucket_size, ")·", p);
+    if (b > staging)
+      f += detail::cat(" + ", b - staging, " B of receive buffers (", s.gradAccum,
+                       " micro-steps add up in the dtype)");
+    o << line("reduce buckets", f, b, placeOf(l, Purpose::CommBuckets));
   }
+  if (const std::uint64_t w = l.get(Purpose::GradientWorkspace, MemPlace::Device))
+    o << line("gradient workspace", detail::cat("widest module's trainable elements ", w / p, "·", p), w, "device");
+  else if (!modules)
+    o << "  gradient workspace  not counted: the model's modules are not known (give a shape or a manifest)\n";
   if (s.stage == 3) {
-    o << line("gathered params", detail::cat("min(Ψ'+Φ' ", pd.trainable + pd.frozen, ", max(max_live ",
-                                             z.stage3_max_live_parameters, " + prefetch ",
-                                             z.stage3_prefetch_bucket_size, ", largest tensor ",
-                                             model.largestTensor(), "))·", p),
-              l.get(Purpose::GatheredParams, MemPlace::Device), "device");
+    std::string f = modules ? detail::cat("(modules under persistence ", z.stage3_param_persistence_threshold,
+                                          " + min(the others, max_live ", z.stage3_max_live_parameters, "))·", p)
+                            : detail::cat("min(Ψ'+Φ' ", pd.trainable + pd.frozen, ", max(max_live ",
+                                          z.stage3_max_live_parameters, ", largest tensor ", model.largestTensor(),
+                                          "))·", p);
+    o << line("gathered params", f, l.get(Purpose::GatheredParams, MemPlace::Device), "device");
   }
   if (s.offloadOptimizer == OffloadDevice::Nvme) {
-    o << "  " << pad("optimizer swap", 20, true) << "buffer_count " << z.offload_optimizer.buffer_count
-      << " · align4K(align32(min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
-      << "))·4)\n";
+    o << "  " << pad("optimizer swap", 20, true) << "pool of buffer_count " << z.offload_optimizer.buffer_count
+      << " · sub-group (min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
+      << ") to 1024)·4·" << (e.placement.optimizer.masterWeights ? 1 : 0) + e.placement.optimizer.moments
+      << " states, 4K-rounded"
+      << (hw.pinnedHugePageBytes ? detail::cat(", padded to ", hw.pinnedHugePageBytes, "-byte huge pages") : "")
+      << "\n";
   }
   if (s.offloadParam == OffloadDevice::Nvme) {
-    o << "  " << pad("parameter swap", 20, true) << "buffer_count " << z.offload_param.buffer_count
-      << " · align4K(buffer_size " << z.offload_param.buffer_size << " · " << p << ")\n";
+    o << "  " << pad("parameter staging", 20, true) << "buffer_count " << z.offload_param.buffer_count
+      << " · (align4K(largest piece of a module on NVMe·" << p << " + 2·" << hw.nvmeBlockBytes
+      << ") + frozen piece)\n";
   }
   if (l.get(Purpose::SwapBuffers, MemPlace::PinnedHost))
     o << line("swap buffers", "sum", l.get(Purpose::SwapBuffers, MemPlace::PinnedHost), "pinned host");

@@ -58,10 +58,17 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ms.pinOptimizer = tr.zero.offload_optimizer.pin_memory;
   ms.offloadParam = s.offloadParam;
   ms.pinParam = tr.zero.offload_param.pin_memory;
+  ms.maxInCpu = static_cast<std::uint64_t>(std::max<std::int64_t>(0, tr.zero.offload_param.max_in_cpu));
+  // Only whether it exceeds 1 matters (the fp32 accumulator of 16-bit training).
+  ms.accumulationSteps = static_cast<int>(std::min<std::uint64_t>(s.gradAccum, 1u << 30));
   e.placement = modelStatePlacement(ms);
   e.ledger = modelStateBytes(e.placement);
 
-  if (model.shape) {
+  if (in.activationModel) {
+    e.activationsKnown = true;
+    const std::array<std::uint64_t, kNumMemPlaces> acts = in.activationModel->bytes(s);
+    for (int pl = 0; pl < kNumMemPlaces; ++pl) e.ledger.add(Purpose::Activations, static_cast<MemPlace>(pl), acts[pl]);
+  } else if (model.shape) {
     e.activationsKnown = true;
     ActivationInputs ai;
     ai.shape = *model.shape;
@@ -76,15 +83,23 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   }
 
   BufferInputs bi;
-  bi.padded = e.padded();
+  bi.placement = e.placement;
   bi.largestTensor = model.largestTensor();
+  if (model.modulesKnown) bi.trainableTensors = model.trainableTensors();
+  bi.modules = model.modules();
   bi.stage = s.stage;
+  bi.worldSize = hw.worldSize;
+  bi.rank = 0;
   bi.precision = tr.precision;
+  bi.gradAccum = s.gradAccum;
+  bi.hugePageBytes = hw.pinnedHugePageBytes;
+  bi.nvmeBlockBytes = hw.nvmeBlockBytes;
   bi.offloadOptimizer = s.offloadOptimizer;
   bi.offloadParam = s.offloadParam;
   bi.zero = tr.zero;
   bi.overlapComm = tr.overlapComm.value_or(s.stage == 3);
   const PlanLedger buffers = bufferBytes(bi);
+  if (s.stage >= 2) e.largestReduceBucket = largestReduceBucket(bi);
   for (int p = 0; p < kNumPurposes; ++p)
     for (int pl = 0; pl < kNumMemPlaces; ++pl)
       e.ledger.cells[p][pl] += buffers.cells[p][pl];

@@ -5,7 +5,9 @@
 // Pure functions over plain data; thread-safe.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,12 +19,22 @@
 
 namespace zrt::plan {
 
+// Activations as a known program allocates them, in place of Korthikanti et al.'s estimate:
+// bytes by place (MemPlace order) for a strategy. zrt-ladder gives zrt-train's
+// (tools/trainer/model/gpt2.h, gpt2ActivationBytes), which keeps fp32 activations and backward
+// scratch of its own whatever the precision and checkpointing.
+struct ActivationModel {
+  std::string name;  // what the report says the figures come from
+  std::function<std::array<std::uint64_t, kNumMemPlaces>(const Strategy&)> bytes;
+};
+
 struct PlanInputs {
   ModelSpec model;                     // full fine-tuning
   std::optional<ModelSpec> loraModel;  // the adapter variant, when LoRA is considered
   Hardware hardware;
   Training training;
   Strategy baseline;  // "no change": what the user runs now
+  std::optional<ActivationModel> activationModel;
 };
 
 struct Evaluation {
@@ -32,6 +44,7 @@ struct Evaluation {
   std::uint64_t k() const { return optimizerBytesPerParam(placement.optimizer); }  // ZeRO's K
   std::uint64_t trainable = 0, frozen = 0;
   bool activationsKnown = false;
+  std::uint64_t largestReduceBucket = 0;  // elements, stages 2-3 (for --explain)
   PlanLedger ledger;
   bool fitsDevice = false, fitsHost = false, fitsNvme = false;
   bool fits() const { return fitsDevice && fitsHost && fitsNvme; }

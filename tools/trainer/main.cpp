@@ -7,13 +7,16 @@
 // latest one (the same losses as a run that never stopped), --init-from takes weights only.
 // LoRA: --lora-rank R freezes the base and trains adapters on --lora-targets (model/lora.h);
 // with --init-from the base comes from there and the adapters start fresh.
+// Live metrics: --metrics-port (or zrt.metrics_port) makes rank 0 serve Prometheus text with
+// every rank's figures, gathered once per step (docs/metrics.md).
 // Exit status: 0 trained; 2 bad input found before training (flags, config, data file, a model
 // that does not fit the device), with a message naming the flag or file; 1 a failure during
-// training.
+// training; 3 stopped by SIGINT/SIGTERM/SIGUSR1 with --save-on-signal, after saving a checkpoint.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -36,10 +39,13 @@
 #include "core/units.h"
 #include "hf_weights.h"
 #include "model/gpt2.h"
+#include "core/termination.h"
 #include "options.h"
 #include "rank_mean.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/engine.h"
+#include "runtime/metrics/metrics_report.h"
+#include "runtime/metrics/metrics_server.h"
 #include "step_log.h"
 #include "text_data.h"
 #include "threads.h"
@@ -71,7 +77,14 @@ struct Run {
   int threads = 1;
   std::optional<ResumePoint> resumeFrom;
   std::int64_t startStep = 0;  // steps done before this process: the checkpoint's, else 0
+  bool metricsOn = false;      // every rank reports each step; rank 0 serves
+  std::unique_ptr<metrics::MetricsServer> metricsServer;
+  bool stopped = false;        // --save-on-signal: the ranks agreed to stop at a step boundary
+  int stopSignal = 0;          // the signal this rank received (0: only another rank got one)
 };
+
+// Exit status of a run stopped by a signal after saving (--save-on-signal).
+constexpr int kStoppedOnSignal = 3;
 
 // Warmup-and-decay schedules need the run's length; DeepSpeed's "auto" total is the trainer's
 // number of steps, which only the trainer knows.
@@ -168,8 +181,17 @@ void setUp(Run& run) {
       checkAdapters(run, resumeDirectory(o), "--resume");
     }
     if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
+    // With --save-on-signal any step may be saved: no later checkpoint may be in the way.
     if (!o.saveDir.empty() && run.comm->rank() == 0)
-      checkSaveDir(o.saveDir, o.saveEvery, run.startStep, o.steps);
+      checkSaveDir(o.saveDir, o.saveOnSignal ? 1 : o.saveEvery, run.startStep, o.steps);
+    const int metricsPort = o.metricsPort >= 0 ? o.metricsPort : run.config.zrt.metrics_port;
+    run.metricsOn = metricsPort != 0;
+    if (run.metricsOn && run.comm->rank() == 0) {
+      const std::string address = o.metricsAddress.empty() ? run.config.zrt.metrics_address : o.metricsAddress;
+      run.metricsServer = std::make_unique<metrics::MetricsServer>(address, metricsPort);
+    }
+    // Before the engine registers its swap directories: the first signal then only asks to stop.
+    if (o.saveOnSignal) deferStopSignals();
     if (!o.jsonLog.empty() && run.comm->rank() == 0) {
       run.jsonLog.open(o.jsonLog, std::ios::trunc);
       if (!run.jsonLog) ZRT_THROW(InvalidArgument, "--json-log ", o.jsonLog, ": cannot open for writing");
@@ -237,6 +259,32 @@ void printBanner(const Run& run) {
                 100.0 * static_cast<double>(run.trainableParameters) / static_cast<double>(run.parameters),
                 static_cast<double>(run.parameters) / 1e6);
   std::fflush(stdout);
+}
+
+// Every rank's figures for this step, gathered to rank 0, which publishes them. Collective.
+void reportMetrics(Run& run, std::int64_t stepsDone, double stepSeconds, double loss, const StepReport& report) {
+  metrics::RankMetrics m;
+  m.steps = static_cast<double>(stepsDone);
+  m.stepSeconds = stepSeconds;
+  m.loss = loss;
+  m.lossScale = report.lossScale;
+  m.lr = report.lr;
+  m.commWaitSeconds = report.commSeconds;
+  m.ioWaitSeconds = report.ioSeconds;
+  metrics::readLedger(run.ledger, m);
+  metrics::readCommStats(run.comm->stats(), m);
+  const std::vector<metrics::RankMetrics> all = metrics::gatherRankMetrics(*run.comm, m);
+  if (run.metricsServer) run.metricsServer->publish(metrics::renderMetrics(all));
+}
+
+// Whether any rank has received SIGINT/SIGTERM: ranks may get the signal at different times, so
+// they agree once per step and stop together.
+bool stopAgreed(Run& run) {
+  const int mine = stopSignal();
+  if (meanOverRanks(*run.comm, {mine != 0 ? 1.0 : 0.0})[0] == 0) return false;
+  run.stopped = true;
+  run.stopSignal = mine;
+  return true;
 }
 
 // Mean cross-entropy over `batches` global batches of the validation text, from step 0 of the
@@ -314,6 +362,7 @@ void train(Run& run) {
     r.etaSeconds = secondsSince(runStart) / static_cast<double>(s + 1 - start) * static_cast<double>(o.steps - s - 1);
     if (s == start) firstLoss = loss;
     lastLoss = loss;
+    if (run.metricsOn) reportMetrics(run, s + 1, stepSeconds, loss, report);
     if (rank == 0) {
       if (terminal) {
       // \r and erase-to-end rewrite the progress line; a validation keeps its line on screen.
@@ -324,7 +373,8 @@ void train(Run& run) {
       std::fflush(stdout);
       if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
     }
-    if (!o.saveDir.empty() && savesAfter(s + 1, o.saveEvery, o.steps)) {
+    const bool stop = o.saveOnSignal && stopAgreed(run);
+    if (!o.saveDir.empty() && (stop || savesAfter(s + 1, o.saveEvery, o.steps))) {
       const auto t = Clock::now();
       const std::string tag = tagForStep(s + 1);
       run.engine->save(o.saveDir, tag, run.metadata);
@@ -335,6 +385,19 @@ void train(Run& run) {
         std::fflush(stdout);
       }
     }
+    if (stop) {
+      if (rank == 0) {
+        std::printf("%sstopped by %s after step %lld: saved %s/%s; continue with --resume %s\n", terminal ? "\n" : "",
+                    run.stopSignal == SIGINT    ? "SIGINT"
+                    : run.stopSignal == SIGTERM ? "SIGTERM"
+                    : run.stopSignal == SIGUSR1 ? "SIGUSR1"
+                                                : "a signal to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
+                    tagForStep(s + 1).c_str(), o.saveDir.c_str());
+        std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
+        std::fflush(stdout);
+      }
+      return;
+    }
   }
   if (rank == 0) {
     std::printf("trained %lld steps in %s: loss %.4f -> %.4f, validation loss %.4f\n",
@@ -342,6 +405,7 @@ void train(Run& run) {
                 firstLoss, lastLoss, lastVal.value_or(0.0));
     std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
     std::fflush(stdout);
+    if (run.jsonLog.is_open()) run.jsonLog << memoryJson(run.ledger) << '\n' << std::flush;
   }
 }
 
@@ -388,6 +452,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (rank0) printBanner(run);
+    if (rank0 && run.metricsServer)
+      std::printf("metrics: http://%s:%d/metrics\n", run.metricsServer->address().c_str(), run.metricsServer->port());
+    std::fflush(stdout);
     train(run);
   } catch (const std::exception& e) {
     // A failure here may be this rank's alone, with its peers waiting in a collective: abort the
@@ -397,5 +464,6 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }
-  return 0;
+  // The run (its engine and swap directories) ends before MPI does, on every path.
+  return run.stopped ? kStoppedOnSignal : 0;
 }

@@ -53,7 +53,7 @@ void addFlags(CLI::App& app, Options& o) {
   app.add_option("--device", o.device, "host or cuda (default: the config's zrt.device)");
   app.add_option("--device-mem", o.deviceMem,
                  "capacity of the host device, e.g. 2G (default: the config's zrt.host_device_memory)");
-  app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file");
+  app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file, and rank 0's memory ledger in bytes after the last");
   app.add_option("--progress", o.progress,
                  "on: one progress line with ETA rewritten in place; off: a line per step; auto: on "
                  "when stdout is a terminal outside mpirun")
@@ -68,6 +68,16 @@ void addFlags(CLI::App& app, Options& o) {
   app.add_option("--lora-targets", o.loraTargets,
                  "layers that get adapters, comma-separated: qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), "
                  "mlp_proj (mlp.c_proj), all (default: qkv)");
+  app.add_option("--metrics-port", o.metricsPort,
+                 "rank 0 serves Prometheus metrics at http://ADDRESS:PORT/metrics; 0: off (default: the "
+                 "config's zrt.metrics_port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-address", o.metricsAddress,
+                 "the IP address the metrics endpoint listens on (default: the config's zrt.metrics_address, "
+                 "127.0.0.1)");
+  app.add_flag("--save-on-signal", o.saveOnSignal,
+               "on SIGINT/SIGTERM/SIGUSR1 (under mpirun: kill -USR1 <mpirun>), stop every rank at the step "
+               "boundary, save to --save-dir and exit 3 (docs/metrics.md)");
 }
 
 void checkOptions(const Options& o) {
@@ -82,6 +92,8 @@ void checkOptions(const Options& o) {
   // which won.
   if (o.resume && !o.initFrom.empty())
     ZRT_THROW(InvalidArgument, "--resume and --init-from exclude each other (--resume restores the weights too)");
+  if (o.saveOnSignal && o.saveDir.empty())
+    ZRT_THROW(InvalidArgument, "--save-on-signal needs --save-dir (where the checkpoint goes)");
   if (o.checkpointOffload && !o.activationCheckpointing)
     ZRT_THROW(InvalidArgument, "--checkpoint-offload needs --activation-checkpointing");
   if (!o.device.empty() && o.device != "host" && o.device != "cuda")

@@ -40,6 +40,9 @@ struct Options {
   int loraRank = 0;               // 0: no adapters, every parameter trains
   double loraAlpha = 0;           // 0: the rank (scaling 1)
   std::string loraTargets;        // empty: "qkv" (PEFT's default for GPT-2, c_attn)
+  int metricsPort = -1;           // -1: the config's zrt.metrics_port; 0: off
+  std::string metricsAddress;     // empty: the config's zrt.metrics_address
+  bool saveOnSignal = false;      // SIGINT/SIGTERM: save at the step boundary, exit 3
 };
 
 // Declares every flag on `app`, bound to `o`.

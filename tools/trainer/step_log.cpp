@@ -56,4 +56,18 @@ std::string stepJson(const StepRecord& r) {
   return j.dump();
 }
 
+std::string memoryJson(const MemoryLedger& ledger) {
+  auto counter = [](const MemoryLedger::Counter& c) { return nlohmann::json{{"current", c.current}, {"peak", c.peak}}; };
+  nlohmann::json memory = nlohmann::json::object(), total = nlohmann::json::object();
+  for (int p = 0; p < kNumMemPlaces; ++p) {
+    const auto place = static_cast<MemPlace>(p);
+    for (int t = 0; t < kNumMemTags; ++t) {
+      const auto tag = static_cast<MemTag>(t);
+      memory[std::string(nameOf(tag))][std::string(nameOf(place))] = counter(ledger.get(tag, place));
+    }
+    total[std::string(nameOf(place))] = counter(ledger.total(place));
+  }
+  return nlohmann::json{{"memory", memory}, {"total", total}}.dump();
+}
+
 }  // namespace zrt::trainer

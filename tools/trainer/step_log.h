@@ -1,12 +1,15 @@
 // What zrt-train reports per step, as plain data, and its two renderings: the printed line (a
 // progress line with ETA rewritten in place on a terminal, plain lines otherwise) and the JSON
-// line of --json-log. Kept apart from the loop so the formats are tested on their own.
+// line of --json-log; and the log's last line, rank 0's memory ledger in exact bytes. Kept apart
+// from the loop so the formats are tested on their own.
 // Thread-safety: plain data and pure functions.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "core/memory_ledger.h"
 
 namespace zrt::trainer {
 
@@ -36,6 +39,12 @@ std::string formatStepLine(const StepRecord& r, bool withEta);
 // One JSON object on one line: step, loss, val_loss (only when evaluated), tokens_per_s, skipped,
 // lr, loss_scale, grad_norm, step_s, compute_s, comm_s, optimizer_s, io_s.
 std::string stepJson(const StepRecord& r);
+
+// The ledger as one JSON line, in bytes, every tag and place by the names nameOf() gives them:
+// {"memory": {"<tag>": {"<place>": {"current": N, "peak": N}}}, "total": {"<place>": {"current":
+// N, "peak": N}}}; a total's peak is the peak of the place's sum (MemoryLedger::total). zrt-train
+// writes it after the last step line of --json-log; zrt-ladder reads it.
+std::string memoryJson(const MemoryLedger& ledger);
 
 // "45s", "3m12s", "2h05m".
 std::string formatDuration(double seconds);

@@ -82,3 +82,45 @@ TEST_CASE("gpt2: an fp16 overflow in the parameters reaches the loss and the gra
   for (float g : src.grad(0, 0)) nonFinite |= !std::isfinite(g);
   CHECK(nonFinite);
 }
+
+TEST_CASE("gpt2: gpt2ActivationBytes is what the model charges to the ledger's activations") {
+  // Worked by hand for 1 layer x 16 wide, 2 heads, T 8, batch 1, fp32, no checkpointing: n = 8
+  // rows, nc = 128, att = 2·8·8 = 128, every buffer rounded up to 16 floats (n-sized ones to 16).
+  // Block: ln1, atty, xmid, ln2 4·128, qkv 384, att 128, fch and fchg 2·512, four n-sized 4·16 =
+  // 2112; residual stream x_0, x_1 256; lnf 128, meanf and rstdf 32, logits 8·256 = 2048, rowLoss
+  // 16 = 2224; backward: dres, dln, datty, lnTmp 4·128, dqkv 384, dfch 512, datt 128, wte's head
+  // gradient 256·16 = 4096, ones 16 = 5648. 10240 floats.
+  const Gpt2Shape tiny{.layers = 1, .hidden = 16, .heads = 2, .seqLen = 8, .vocab = 256};
+  CHECK(gpt2ActivationBytes(tiny, {}, 1, DType::F32).device == 10240 * 4);
+  CHECK(gpt2ActivationBytes(tiny, {}, 1, DType::F32).pinnedHost == 0);
+
+  const Gpt2Shape shape{.layers = 2, .hidden = 32, .heads = 4, .seqLen = 16, .vocab = 256};
+  LoraConfig lora;
+  lora.rank = 4;
+  lora.alpha = 8;
+  lora.targets = {LoraTarget::Qkv, LoraTarget::Fc};
+  const Gpt2Options options[] = {{}, {true, false, {}}, {true, true, {}}, {false, false, lora}, {true, false, lora}};
+  for (const Gpt2Options& o : options) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      for (int batch : {1, 3}) {
+        CAPTURE(o.activationCheckpointing);
+        CAPTURE(o.checkpointOffload);
+        CAPTURE(o.lora.rank);
+        CAPTURE(nameOf(dt));
+        CAPTURE(batch);
+        MemoryLedger ledger;
+        auto device = makeDevice("host", ledger);
+        Gpt2 model(shape, o, *device, batch);
+        TestSource src(gpt2Model(shape, 3, o.lora), dt);
+        const std::size_t n = static_cast<std::size_t>(batch) * shape.seqLen;
+        const auto in = randomTokens(n, shape.vocab, 7), tg = randomTokens(n, shape.vocab, 8);
+        src.beginMicroStep();
+        model.forwardBackward(src, in.data(), tg.data(), batch, 1.0);
+        const Gpt2ActivationBytes want = gpt2ActivationBytes(shape, o, batch, dt);
+        CHECK(ledger.get(MemTag::Activations, MemPlace::Device).peak == want.device);
+        CHECK(ledger.get(MemTag::Activations, MemPlace::PinnedHost).peak == want.pinnedHost);
+        CHECK((want.pinnedHost > 0) == o.checkpointOffload);
+      }
+    }
+  }
+}

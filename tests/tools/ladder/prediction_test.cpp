@@ -62,13 +62,13 @@ TEST_CASE("the LoRA variant adds r·(in + out) trainable parameters per adapted 
   lora.rank = 5;
   // qkv: C -> 3C, proj: C -> C, fc: C -> 4C, mlp_proj: 4C -> C.
   lora.targets = {"qkv", "proj", "fc", "mlp_proj"};
-  plan::ModelSpec m = gpt2LoraPlanModel(base, lora);
+  plan::ModelSpec m = gpt2LoraPlanModel(s, lora);
   CHECK(m.frozenParams() == base.totalParams());
   CHECK(m.trainableParams() == L * 5 * ((C + 3 * C) + (C + C) + (C + 4 * C) + (4 * C + C)));
   CHECK(m.loraAdaptedTensors == 4 * L);
   CHECK(m.loraRank == 5);
   lora.targets = {"proj"};  // attn.c_proj only, not mlp.c_proj
-  m = gpt2LoraPlanModel(base, lora);
+  m = gpt2LoraPlanModel(s, lora);
   CHECK(m.trainableParams() == L * 5 * (C + C));
   bool named = false;
   for (const plan::TensorSpec& t : m.tensors)
@@ -79,7 +79,7 @@ TEST_CASE("the LoRA variant adds r·(in + out) trainable parameters per adapted 
     }
   CHECK(named);
   lora.targets = {"qkv", "attention"};
-  CHECK_THROWS_WITH_AS(gpt2LoraPlanModel(base, lora), doctest::Contains("--lora-targets: unknown layer 'attention'"),
+  CHECK_THROWS_WITH_AS(gpt2LoraPlanModel(s, lora), doctest::Contains("--lora-targets: unknown layer 'attention'"),
                        InvalidArgument);
 }
 
@@ -95,7 +95,19 @@ TEST_CASE("a rung's config reaches the planner: fp32 AdamW model states by hand"
   Prediction p = predict(spec, rungs[0], file);
   CHECK(p.trainable == psi);
   CHECK(p.bytes.modelStates(MemPlace::Device) == 16 * roundUp(psi, 32));
-  CHECK(p.bytes.get(MemTag::Activations, MemPlace::Device) > 0);
+  // The activations are the trainer's own buffers at the rung's micro-batch (fp32, no
+  // checkpointing).
+  CHECK(p.bytes.get(MemTag::Activations, MemPlace::Device) ==
+        trainer::gpt2ActivationBytes({4, 128, 4, 64, 256}, {}, 4, DType::F32).device);
+  // The Engine's gradient workspace: the widest module, a block, 12·128² + 13·128 fp32 elements.
+  CHECK(p.bytes.get(MemTag::Other, MemPlace::Device) == 4 * (12 * 128 * 128 + 13 * 128));
+  // Stage 0 all-reduces in place: no comm buckets anywhere.
+  CHECK(p.bytes.get(MemTag::CommBuckets, MemPlace::Device) + p.bytes.get(MemTag::CommBuckets, MemPlace::Host) == 0);
+  // Stage 2 (overlap_comm, one bucket of all Ψ elements, fp32 with 8 accumulation steps): two
+  // staging buffers of Ψ in host memory, and a receive buffer of rank 0's shard.
+  file = writeConfig(spec, rungs[4]);
+  p = predict(spec, rungs[4], file);
+  CHECK(p.bytes.get(MemTag::CommBuckets, MemPlace::Host) == 2 * psi * 4 + roundUp(psi, 64) / 2 * 4);
   // Stage 3 on 2 ranks: each rank holds 16 bytes of its half, Ψ' rounded to 2 · 32.
   file = writeConfig(spec, rungs[5]);
   p = predict(spec, rungs[5], file);
@@ -107,9 +119,13 @@ TEST_CASE("a rung's config reaches the planner: fp32 AdamW model states by hand"
   CHECK(p.bytes.modelStates(MemPlace::Device) == 0);
   CHECK(p.bytes.get(MemTag::OptimizerState, MemPlace::PinnedHost) == 12 * roundUp(psi, 64) / 2);
   CHECK(p.bytes.hostModelStates() == (4 + 4 + 12) * roundUp(psi, 64) / 2);
-  // NVMe: the optimizer state in swap files.
+  // NVMe: the optimizer state and, with max_in_cpu 0, the whole parameter shard in swap files,
+  // read through pinned buffers.
   file = writeConfig(spec, rungs[7]);
   p = predict(spec, rungs[7], file);
   CHECK(p.bytes.get(MemTag::OptimizerState, MemPlace::Nvme) == 12 * roundUp(psi, 64) / 2);
+  CHECK(p.bytes.get(MemTag::Parameters, MemPlace::Nvme) == 4 * roundUp(psi, 64) / 2);
+  CHECK(p.bytes.get(MemTag::Parameters, MemPlace::PinnedHost) == 0);
+  CHECK(p.bytes.get(MemTag::SwapBuffers, MemPlace::PinnedHost) > 0);
   std::filesystem::remove(file);
 }

@@ -50,7 +50,7 @@ TEST_CASE("each rung adds one lever and keeps the global batch") {
   const char* names[] = {"baseline", "accumulation", "+ checkpointing", "+ ZeRO 1", "+ ZeRO 2",
                          "+ ZeRO 3", "+ CPU offload", "+ NVMe offload", "+ LoRA"};
   const char* ids[] = {"z0", "z0", "z0-ckpt", "z1-ckpt", "z2-ckpt", "z3-ckpt", "z3-cpu+cpu-ckpt",
-                       "z3-nvme+cpu-ckpt", "z3-ckpt-lora"};
+                       "z3-nvme+nvme-ckpt", "z3-ckpt-lora"};
   for (std::size_t i = 0; i < r.size(); ++i) {
     CAPTURE(i);
     CHECK(r[i].name == names[i]);
@@ -66,6 +66,8 @@ TEST_CASE("each rung adds one lever and keeps the global batch") {
   CHECK(!r[1].strategy.checkpointing);
   for (std::size_t i = 2; i < r.size(); ++i) CHECK(r[i].strategy.checkpointing);
   CHECK(!r[7].strategy.lora);
+  CHECK(r[7].strategy.offloadOptimizer == OffloadDevice::Nvme);
+  CHECK(r[7].strategy.offloadParam == OffloadDevice::Nvme);
   CHECK(r[8].strategy.lora);
   CHECK(r[8].strategy.offloadOptimizer == OffloadDevice::None);
   CHECK(r[8].strategy.offloadParam == OffloadDevice::None);
@@ -115,6 +117,12 @@ TEST_CASE("every rung's config loads with the Engine's reader and says what the 
     if (r.strategy.offloadOptimizer == OffloadDevice::Nvme) {
       REQUIRE(c.zero_optimization.offload_optimizer.nvme_path.size() == 1);
       CHECK(c.zero_optimization.offload_optimizer.nvme_path[0] == "/tmp/somewhere");
+    }
+    // Parameters on NVMe: every element of the shard, none kept in host memory.
+    if (r.strategy.offloadParam == OffloadDevice::Nvme) {
+      REQUIRE(c.zero_optimization.offload_param.nvme_path.size() == 1);
+      CHECK(c.zero_optimization.offload_param.nvme_path[0] == "/tmp/somewhere");
+      CHECK(c.zero_optimization.offload_param.max_in_cpu == 0);
     }
     CHECK(trainingPrecision(c) == DType::F32);  // the built-in base trains in fp32
     CHECK(deviceSpec(c).starts_with("host"));

@@ -55,6 +55,14 @@ def train(mpiexec, ranks, trainer, config, steps, extra, workdir, first=1, name=
         raise SystemExit(f"FAIL: exit {rc}")
     with open(log) as f:
         rows = [json.loads(line) for line in f]
+    # The last line is rank 0's memory ledger in bytes, every tag and place.
+    memory = rows.pop() if rows else {}
+    if "memory" not in memory or "total" not in memory:
+        raise SystemExit(f"FAIL: {log}'s last line is not the memory ledger: {memory}")
+    states = sum(memory["memory"][t][p]["current"] for t in ("parameters", "gradients", "optimizer state")
+                 for p in ("device", "pinned host", "host", "nvme"))
+    if states <= 0 or memory["total"]["device"]["peak"] < memory["memory"]["activations"]["device"]["peak"]:
+        raise SystemExit(f"FAIL: {log}: implausible memory ledger {memory}")
     if [r["step"] for r in rows] != list(range(first, steps + 1)):
         raise SystemExit(f"FAIL: {log} has steps {[r['step'] for r in rows]}, want {first}..{steps}")
     for r in rows:

@@ -74,6 +74,16 @@ TEST_CASE("checks across flags name the flag") {
   CHECK(refusal(parse({"--checkpoint-offload", "--activation-checkpointing"})).empty());
   CHECK(has(refusal(parse({"--device", "tpu"})), "--device tpu: expected host or cuda"));
   CHECK(has(refusal(parse({"--device-mem", "lots"})), "--device-mem"));
+  CHECK(has(refusal(parse({"--save-on-signal"})), "--save-on-signal needs --save-dir"));
+  CHECK(refusal(parse({"--save-on-signal", "--save-dir", "/tmp/x"})).empty());
+}
+
+TEST_CASE("the metrics endpoint: the config's unless a flag says otherwise") {
+  CHECK(parse({}).metricsPort == -1);
+  CHECK(parse({}).metricsAddress.empty());
+  CHECK(parse({"--metrics-port", "9400"}).metricsPort == 9400);
+  CHECK(parse({"--metrics-address", "0.0.0.0"}).metricsAddress == "0.0.0.0");
+  CHECK_THROWS_AS(parse({"--metrics-port", "70000"}), CLI::ValidationError);
 }
 
 TEST_CASE("--resume: its own directory, else --save-dir; absent: not resuming") {

@@ -65,3 +65,28 @@ TEST_CASE("durations read as seconds, minutes or hours") {
   CHECK(formatDuration(7500) == "2h05m");
   CHECK(formatDuration(-3) == "0s");
 }
+
+TEST_CASE("the memory line holds the ledger in exact bytes, by the names nameOf() prints") {
+  zrt::MemoryLedger ledger;
+  ledger.charge(zrt::MemTag::Parameters, zrt::MemPlace::Device, 3'336'193);
+  ledger.charge(zrt::MemTag::Activations, zrt::MemPlace::Device, 1'000'001);
+  ledger.release(zrt::MemTag::Activations, zrt::MemPlace::Device, 1'000'000);
+  ledger.charge(zrt::MemTag::CommBuckets, zrt::MemPlace::Host, 7);
+  const std::string line = memoryJson(ledger);
+  CHECK(line.find('\n') == std::string::npos);
+  const auto j = nlohmann::json::parse(line);
+  const auto& params = j.at("memory").at(std::string(zrt::nameOf(zrt::MemTag::Parameters)));
+  CHECK(params.at("device").at("current") == 3'336'193);
+  CHECK(params.at("device").at("peak") == 3'336'193);
+  const auto& acts = j.at("memory").at("activations").at("device");
+  CHECK(acts.at("current") == 1);
+  CHECK(acts.at("peak") == 1'000'001);
+  CHECK(j.at("memory").at("comm buckets").at("host").at("peak") == 7);
+  CHECK(j.at("memory").at("other").at("nvme").at("peak") == 0);
+  // Every tag and place is there; a total's peak is the peak of the sum.
+  CHECK(j.at("memory").size() == static_cast<std::size_t>(zrt::kNumMemTags));
+  for (const auto& [tag, places] : j.at("memory").items()) CHECK(places.size() == static_cast<std::size_t>(zrt::kNumMemPlaces));
+  CHECK(j.at("total").at("device").at("peak") == 3'336'193 + 1'000'001);
+  CHECK(j.at("total").at("device").at("current") == 3'336'193 + 1);
+  CHECK(j.at("total").at("pinned host").at("peak") == 0);
+}

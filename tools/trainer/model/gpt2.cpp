@@ -54,14 +54,105 @@ class Carver {
   std::vector<Item> items_;
 };
 
+// What a block keeps from forward for its backward.
+struct BlockActs {
+  float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *xmid, *ln2, *mean2, *rstd2, *fch, *fchg;
+  float* loraU[kNumLoraTargets] = {};  // x A^T of each adapted layer (LoRA only)
+};
+
+// Every activation buffer of the model, and the one plan that carves them: the model allocates
+// by it and gpt2ActivationBytes() counts by it, so the two cannot drift apart.
+struct ActivationBuffers {
+  std::vector<BlockActs> blocks;  // one per block, or one shared when checkpointing
+  std::vector<float*> res;        // residual stream x_0 .. x_L (offload: two device slots)
+  std::vector<float*> resHost;    // offload: x_0 .. x_{L-1} in pinned memory
+  float *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr,
+        *rowLoss = nullptr;
+  float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
+        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr,
+        *loraDu = nullptr;
+
+  // Records each buffer with `dev` (device memory) or `pinned` (offloaded checkpoints).
+  void carve(const Gpt2Shape& s, const Gpt2Options& options, int maxBatch, bool wteTrainable, Carver& dev,
+             Carver& pinned) {
+    const std::size_t n = static_cast<std::size_t>(maxBatch) * s.seqLen;
+    const std::size_t nc = n * s.hidden;
+    const std::size_t att = static_cast<std::size_t>(maxBatch) * s.heads * s.seqLen * s.seqLen;
+    const bool ckpt = options.activationCheckpointing, offload = options.checkpointOffload;
+    // Checkpointing keeps one block's worth of activations, reused by every block in forward
+    // and by the recomputation in backward; without it each block keeps its own.
+    blocks.resize(ckpt ? 1 : s.layers);
+    for (auto& b : blocks) {
+      dev.add(&b.ln1, nc);
+      dev.add(&b.mean1, n);
+      dev.add(&b.rstd1, n);
+      dev.add(&b.qkv, 3 * nc);
+      dev.add(&b.att, att);
+      dev.add(&b.atty, nc);
+      dev.add(&b.xmid, nc);
+      dev.add(&b.ln2, nc);
+      dev.add(&b.mean2, n);
+      dev.add(&b.rstd2, n);
+      dev.add(&b.fch, 4 * nc);
+      dev.add(&b.fchg, 4 * nc);
+      for (LoraTarget t : options.lora.targets) dev.add(&b.loraU[static_cast<int>(t)], n * options.lora.rank);
+    }
+    if (options.lora.enabled()) dev.add(&loraDu, n * options.lora.rank);
+    // Offloaded, the device holds the block being computed's input and output only.
+    res.resize(offload ? 2 : s.layers + 1);
+    for (auto& r : res) dev.add(&r, nc);
+    if (offload) {
+      resHost.resize(s.layers);
+      for (auto& r : resHost) pinned.add(&r, nc);
+    }
+    dev.add(&lnf, nc);
+    dev.add(&meanf, n);
+    dev.add(&rstdf, n);
+    dev.add(&logits, n * s.vocab);
+    dev.add(&rowLoss, n);
+    // The backward pass's scratch: the activations' gradients (one block's, reused by every
+    // block) and the head's part of wte's gradient, kept until module 0's gradients are asked
+    // for at the end of backward.
+    dev.add(&dres, nc);
+    dev.add(&dln, nc);
+    dev.add(&datty, nc);
+    dev.add(&dqkv, 3 * nc);
+    dev.add(&dfch, 4 * nc);
+    dev.add(&datt, att);
+    dev.add(&lnTmp, nc);
+    if (wteTrainable) dev.add(&dwteHead, static_cast<std::size_t>(s.vocab) * s.hidden);
+    dev.add(&ones, n);
+  }
+};
+
+// The widest module's parameters, each rounded up as the widening scratches lay them out.
+std::uint64_t widestModuleFloats(const EngineModel& spec) {
+  std::uint64_t widest = 0;
+  for (const auto& m : spec.modules) {
+    std::uint64_t padded = 0;
+    for (const auto& p : m.params) padded += roundUp(numelOf(p));
+    widest = std::max(widest, padded);
+  }
+  return widest;
+}
+
 }  // namespace
 
-struct Gpt2::Impl {
-  // What a block keeps from forward for its backward.
-  struct BlockActs {
-    float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *xmid, *ln2, *mean2, *rstd2, *fch, *fchg;
-    float* loraU[kNumLoraTargets] = {};  // x A^T of each adapted layer (LoRA only)
-  };
+Gpt2ActivationBytes gpt2ActivationBytes(const Gpt2Shape& shape, const Gpt2Options& options, int maxBatch,
+                                        DType dtype) {
+  const EngineModel spec = gpt2Model(shape, 0, options.lora);
+  Carver dev, pinned;
+  ActivationBuffers buffers;
+  buffers.carve(shape, options, maxBatch, spec.modules[0].params[0].trainable, dev, pinned);
+  Gpt2ActivationBytes b;
+  b.device = dev.totalFloats() * sizeof(float);
+  if (options.checkpointOffload) b.pinnedHost = pinned.totalFloats() * sizeof(float);
+  // A 16-bit source: one module's parameters and one module's gradients widened to fp32.
+  if (dtype != DType::F32) b.device += 2 * widestModuleFloats(spec) * sizeof(float);
+  return b;
+}
+
+struct Gpt2::Impl : ActivationBuffers {
   // A module's gradients: where the kernels write (fp32) and where they go (the source's).
   struct Grads {
     std::vector<TensorRef> refs;
@@ -84,14 +175,6 @@ struct Gpt2::Impl {
 
   DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
   std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
-  std::vector<BlockActs> blocks;   // one per block, or one shared when checkpointing
-  std::vector<float*> res;         // residual stream x_0 .. x_L (offload: two device slots)
-  std::vector<float*> resHost;     // offload: x_0 .. x_{L-1} in pinned memory
-  float *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr,
-        *rowLoss = nullptr;
-  float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
-        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr,
-        *loraDu = nullptr;
 
   Impl(const Gpt2Shape& s, Gpt2Options o, Device& d, int mb)
       : shape(s), options(o), device(d), maxBatch(mb) {
@@ -112,14 +195,12 @@ struct Gpt2::Impl {
     for (const auto& m : spec.modules) {
       names.emplace_back();
       numels.emplace_back();
-      std::uint64_t padded = 0;
       for (const auto& p : m.params) {
         names.back().push_back(p.name);
         numels.back().push_back(numelOf(p));
-        padded += roundUp(numelOf(p));
       }
-      maxModuleFloats = std::max(maxModuleFloats, padded);
     }
+    maxModuleFloats = widestModuleFloats(spec);
     allocate();
     k::initThreads();
     warnAboutBlasKernels();
@@ -155,50 +236,9 @@ struct Gpt2::Impl {
 
   void allocate() {
     const std::size_t n = static_cast<std::size_t>(maxBatch) * T;
-    const std::size_t nc = n * C;
-    const std::size_t att = static_cast<std::size_t>(maxBatch) * H * T * T;
     Carver dev, pinned;
-    const bool ckpt = options.activationCheckpointing, offload = options.checkpointOffload;
-    // Checkpointing keeps one block's worth of activations, reused by every block in forward
-    // and by the recomputation in backward; without it each block keeps its own.
-    blocks.resize(ckpt ? 1 : L);
-    for (auto& b : blocks) {
-      dev.add(&b.ln1, nc);
-      dev.add(&b.mean1, n);
-      dev.add(&b.rstd1, n);
-      dev.add(&b.qkv, 3 * nc);
-      dev.add(&b.att, att);
-      dev.add(&b.atty, nc);
-      dev.add(&b.xmid, nc);
-      dev.add(&b.ln2, nc);
-      dev.add(&b.mean2, n);
-      dev.add(&b.rstd2, n);
-      dev.add(&b.fch, 4 * nc);
-      dev.add(&b.fchg, 4 * nc);
-      for (LoraTarget t : options.lora.targets) dev.add(&b.loraU[static_cast<int>(t)], n * options.lora.rank);
-    }
-    if (options.lora.enabled()) dev.add(&loraDu, n * options.lora.rank);
-    // Offloaded, the device holds the block being computed's input and output only.
-    res.resize(offload ? 2 : L + 1);
-    for (auto& r : res) dev.add(&r, nc);
-    if (offload) {
-      resHost.resize(L);
-      for (auto& r : resHost) pinned.add(&r, nc);
-    }
-    dev.add(&lnf, nc);
-    dev.add(&meanf, n);
-    dev.add(&rstdf, n);
-    dev.add(&logits, n * V);
-    dev.add(&rowLoss, n);
-    dev.add(&dres, nc);
-    dev.add(&dln, nc);
-    dev.add(&datty, nc);
-    dev.add(&dqkv, 3 * nc);
-    dev.add(&dfch, 4 * nc);
-    dev.add(&datt, att);
-    dev.add(&lnTmp, nc);
-    if (wteTrainable) dev.add(&dwteHead, static_cast<std::size_t>(V) * C);
-    dev.add(&ones, n);
+    const bool offload = options.checkpointOffload;
+    carve(shape, options, maxBatch, wteTrainable, dev, pinned);
     deviceActs = device.allocate(dev.totalFloats() * sizeof(float), MemTag::Activations);
     dev.assign(deviceActs.as<float>());
     if (offload) {

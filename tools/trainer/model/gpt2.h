@@ -92,6 +92,19 @@ struct Gpt2Options {
   LoraConfig lora{};
 };
 
+// What a Gpt2(shape, options, device, maxBatch) charges to MemTag::Activations once it has run a
+// training micro-batch from a source of `dtype`, by place: its activation buffers on the device
+// (the kept checkpoints in pinned host memory with checkpointOffload), plus, for a 16-bit source,
+// the two fp32 widening scratches of one module each. Counted by the same plan the model
+// allocates by. All fp32, whatever `dtype`. zrt-ladder's activation model of the trainer for
+// zrt-plan (tools/ladder/prediction.h). Throws as gpt2Model does for a bad shape or LoRA setting.
+struct Gpt2ActivationBytes {
+  std::uint64_t device = 0;
+  std::uint64_t pinnedHost = 0;
+};
+Gpt2ActivationBytes gpt2ActivationBytes(const Gpt2Shape& shape, const Gpt2Options& options, int maxBatch,
+                                        DType dtype);
+
 class Gpt2 {
  public:
   // Activation buffers for micro-batches of up to `maxBatch` sequences come from `device`,

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A rank SIGKILLed in the middle of a training step (ZeRO stage 3, optimizer state in swap
+# files), while the other ranks wait for it in a collective. Every other rank must exit within
+# 60 s with ZRT's message naming the dead rank (and its pid) and the operation it waited in; no
+# process may be left; every swap file (the dead rank's too) must be gone.
+#   dead_rank_test.sh MODE MPIEXEC [MPI FLAGS...] -- PROBE
+# MODE mpirun: mpirun's own reaction (it ends the job with SIGTERM when a rank dies; the
+#   message then comes from each rank's signal-time report).
+# MODE recovery: mpirun told to keep the job running (orte_enable_recovery, as a launcher that
+#   does not kill the job would): the watchdog sees the peer's exit itself and ends the job.
+set -euo pipefail
+mode=$1
+shift
+mpi=()
+while [ "$1" != "--" ]; do mpi+=("$1"); shift; done
+shift
+probe=$1
+ranks=3
+victim=1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/zrt-deadrank-XXXXXX")
+log=$(mktemp)
+job=
+cleanup() {
+  [ -n "$job" ] && kill -KILL "$job" 2>/dev/null || true
+  rm -rf "$dir" "$log"
+}
+trap cleanup EXIT
+fail() {
+  echo "---- job output"
+  cat "$log"
+  echo "FAIL: $*"
+  exit 1
+}
+case "$mode" in
+  mpirun) ;;
+  recovery) export OMPI_MCA_orte_enable_recovery=1 ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac
+# A timeout far beyond the test's 60 s: the job must end through the peer's death, not a timeout.
+export ZRT_COMM_TIMEOUT_S=600
+"${mpi[@]}" -np "$ranks" "$probe" "$dir" "$victim" 3 >"$log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -q "^rank $victim stalls" "$log" && break
+  kill -0 "$job" 2>/dev/null || fail "the job ended before rank $victim stalled"
+  sleep 0.1
+done
+line=$(grep "^rank $victim stalls" "$log") || fail "rank $victim did not reach its stall within 60 s"
+victim_pid=$(sed -n 's/.*(pid \([0-9]*\))$/\1/p' <<<"$line")
+mapfile -t pids < <(sed -n 's/^rank [0-9]* pid \([0-9]*\)$/\1/p' "$log")
+[ "${#pids[@]}" = "$ranks" ] || fail "expected $ranks 'rank R pid P' lines"
+swapdirs=$(find "$dir" -mindepth 1 -maxdepth 1 -type d | wc -l)
+[ "$swapdirs" = "$ranks" ] || fail "expected $ranks swap directories, found $swapdirs"
+# The others post their collectives for this step and wait: give them a moment to get there.
+sleep 1
+kill -KILL "$victim_pid"
+start=$(date +%s%N)
+for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$job" 2>/dev/null; then fail "the job was still running 60 s after rank $victim was killed"; fi
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+status=0
+wait "$job" || status=$?
+# mpirun's own status: non-zero when it ended the job; with orte_enable_recovery, Open MPI 4.1
+# exits 0 even after MPI_Abort, so only the ranks' messages tell there.
+if [ "$mode" = mpirun ] && [ "$status" = 0 ]; then fail "mpirun exited with status 0 after losing a rank"; fi
+job=
+cat "$log"
+echo "---- checks (the job ended ${took} ms after the kill)"
+for r in $(seq 0 $((ranks - 1))); do
+  [ "$r" = "$victim" ] && continue
+  # e.g. [zrt rank 0] error: peer lost: rank 1 (pid 4242) exited while this rank waited 1.0 s in
+  #      reduceScatter #9 (5.98 KiB bf16, path mpi) (6120 bytes); ended by SIGTERM
+  # In recovery mode a rank may also list a peer that ended the job before it ("peers lost:
+  # rank 0 (pid 4241), rank 1 (pid 4242) exited ...").
+  pattern="^\[zrt rank $r\] error: peers? lost: (rank [0-9]+ \(pid [0-9]+\), )*rank $victim \(pid $victim_pid\)(, rank [0-9]+ \(pid [0-9]+\))* exited while this rank waited [0-9.]+ s in [a-zA-Z]+ #[0-9]+ .*\([0-9]+ bytes\)"
+  grep -Eq "$pattern" "$log" || fail "rank $r did not report the loss of rank $victim and the operation it waited in"
+  echo "ok: rank $r named rank $victim (pid $victim_pid) and its operation"
+done
+sleep 0.5  # mpirun has exited; its last children are being reaped
+for p in "${pids[@]}"; do
+  if kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; then
+    fail "process $p of the job outlived it"
+  fi
+done
+echo "ok: no process of the job is left"
+left=$(find "$dir" -mindepth 1 | wc -l)
+[ "$left" = 0 ] || { find "$dir"; fail "$left swap files or directories left behind"; }
+echo "ok: every swap directory is gone, the dead rank's too"
