@@ -145,7 +145,8 @@ def zrt_run(a, shape, stage, ranks, batch, threads, work):
         return None, None, (lines[0] if lines else f"exit {p.returncode}")
     flops = float(re.search(r"([0-9.e+]+) model FLOPs per token", p.stdout).group(1))
     with open(log) as f:
-        rows = [r for r in map(json.loads, f) if "step" in r][2:]  # the last line is the memory ledger
+        # The last line is the memory ledger; the first two steps are warm-up.
+        rows = [r for r in map(json.loads, f) if "step" in r][2:]
     split = {k: statistics.median(r[k] for r in rows) for k in ("step_s", "compute_s", "optimizer_s")}
     return statistics.median(r["tokens_per_s"] for r in rows), flops, split
 
