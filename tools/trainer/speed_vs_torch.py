@@ -5,10 +5,12 @@
   ... --sharding    also stage 3 on 2 ranks against stage 0 on 1 rank (the cost of sharding)
 
 For each shape it prints tokens/s of a full training step (forward, backward, AdamW) of both,
-the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + attention, no
-recomputation) and each one's model FLOP rate as a fraction of the SGEMM rate measured here, in
-this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's libblas.so.3
-alternative). Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS
+the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + causal attention's
+6 L C (T + 1), no recomputation) and each one's model FLOP rate as a fraction of the SGEMM rate
+measured here, in this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's
+libblas.so.3 alternative; measured before and after the shapes, and the higher rate divides,
+so a busy moment cannot flatter the fractions). It also prints zrt-train's step split (median
+seconds of compute, i.e. forward and backward, and of the optimizer) and the load average. Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS
 selected its products run ~10x slower, so the script prints which one is selected and PyTorch is
 compared on OpenBLAS, as a user would run it (`update-alternatives --display
 libblas.so.3-x86_64-linux-gnu`). zrt-train links OpenBLAS directly.
@@ -126,7 +128,8 @@ def write_config(path, stage, batch, micro):
 
 
 def zrt_run(a, shape, stage, ranks, batch, threads, work):
-    """tokens/s (median over timed steps) and FLOPs per token, or an error message."""
+    """tokens/s (median over timed steps), FLOPs per token and the step split (medians, s), or
+    None, None and an error message."""
     layers, c, heads, t = shape
     config = os.path.join(work, f"stage{stage}_np{ranks}.json")
     write_config(config, stage, batch, batch // ranks)
@@ -142,8 +145,10 @@ def zrt_run(a, shape, stage, ranks, batch, threads, work):
         return None, None, (lines[0] if lines else f"exit {p.returncode}")
     flops = float(re.search(r"([0-9.e+]+) model FLOPs per token", p.stdout).group(1))
     with open(log) as f:
-        rows = [r for r in map(json.loads, f) if "step" in r]  # the last line is the memory ledger
-    return statistics.median(r["tokens_per_s"] for r in rows[2:]), flops, None
+        # The last line is the memory ledger; the first two steps are warm-up.
+        rows = [r for r in map(json.loads, f) if "step" in r][2:]
+    split = {k: statistics.median(r[k] for r in rows) for k in ("step_s", "compute_s", "optimizer_s")}
+    return statistics.median(r["tokens_per_s"] for r in rows), flops, split
 
 
 def main():
@@ -168,30 +173,42 @@ def main():
     with open(a.data, "rb") as f:
         data = f.read()
     data = data[:len(data) * 9 // 10]
-    rate = sgemm_rate(a.threads)
-    print(f"SGEMM (torch.mm 2048^3, {a.threads} threads): {rate / 1e9:.1f} GFLOP/s")
-    print(f"{'shape':<14} {'FLOPs/token':>12} {'torch tok/s':>12} {'zrt tok/s':>10} {'zrt/torch':>9} "
-          f"{'torch/SGEMM':>11} {'zrt/SGEMM':>9}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    rates = [sgemm_rate(a.threads)]
+    print(f"SGEMM (torch.mm 2048^3, {a.threads} threads): {rates[0] / 1e9:.1f} GFLOP/s")
+    results = []
     failed = False
     with tempfile.TemporaryDirectory() as work:
         for name in a.shapes.split(","):
             shape = SHAPES[name]
             label = f"{name} T{shape[3]}"
-            zrt, flops, err = zrt_run(a, shape, 0, 1, a.batch, a.threads, work)
-            if err:
-                print(f"{label:<14} zrt-train failed: {err}")
+            zrt, flops, split = zrt_run(a, shape, 0, 1, a.batch, a.threads, work)
+            if zrt is None:
+                results.append(f"{label:<14} zrt-train failed: {split}")
                 failed = True
                 continue
             th = torch_tokens_per_s(shape, a.batch, a.threads, a.steps, data)
-            print(f"{label:<14} {flops:12.3g} {th:12.0f} {zrt:10.0f} {zrt / th:9.2f} "
-                  f"{th * flops / rate:11.2f} {zrt * flops / rate:9.2f}")
+            results.append((label, flops, th, zrt, split))
             if a.sharding:
                 # Each of 2 ranks gets half the threads, so the node's cores are the same.
                 z3, _, err = zrt_run(a, shape, 3, 2, a.batch, max(1, a.threads // 2), work)
-                if err:
-                    print(f"{'':<14} stage 3 on 2 ranks: not run: {err}")
-                else:
-                    print(f"{'':<14} stage 3 on 2 ranks {z3:.0f} tok/s = {z3 / zrt:.2f} x stage 0 on 1 rank")
+                results.append(f"{'':<14} stage 3 on 2 ranks: not run: {err}" if z3 is None else
+                               f"{'':<14} stage 3 on 2 ranks {z3:.0f} tok/s = {z3 / zrt:.2f} x stage 0 on 1 rank")
+    rates.append(sgemm_rate(a.threads))
+    rate = max(rates)
+    print(f"SGEMM again after the shapes: {rates[1] / 1e9:.1f} GFLOP/s; fractions below divide by "
+          f"the higher, {rate / 1e9:.1f}")
+    print(f"{'shape':<14} {'FLOPs/token':>12} {'torch tok/s':>12} {'zrt tok/s':>10} {'zrt/torch':>9} "
+          f"{'torch/SGEMM':>11} {'zrt/SGEMM':>9}   zrt step: compute + optimizer (s)")
+    for r in results:
+        if isinstance(r, str):
+            print(r)
+            continue
+        label, flops, th, zrt, split = r
+        print(f"{label:<14} {flops:12.3g} {th:12.0f} {zrt:10.0f} {zrt / th:9.2f} "
+              f"{th * flops / rate:11.2f} {zrt * flops / rate:9.2f}   {split['step_s']:.4f}: "
+              f"{split['compute_s']:.4f} + {split['optimizer_s']:.4f}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if failed else 0
 
 

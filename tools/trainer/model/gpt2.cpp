@@ -3,6 +3,8 @@
 // activation checkpointing. The arithmetic is in gpt2_kernels.cpp.
 #include "tools/trainer/model/gpt2.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -360,65 +362,119 @@ struct Gpt2::Impl : ActivationBuffers {
     }
   }
 
+  // The block functions below run on every thread of one parallel region (the kernels'
+  // convention, gpt2_kernels.h): the row kernels of a chain work on the thread's rows, so
+  // barriers stand only where a kernel reads rows another thread wrote (weight gradients, which
+  // sum over every row; attention, which reads whole sequences, unless each thread's rows are
+  // whole sequences). One region per block, rather than one per kernel, saves the pool's
+  // wake-ups, and each thread's rows stay in its cache from one kernel to the next.
+  template <class F>
+  static void onTeam(bool parallel, const F& f) {
+#pragma omp parallel if (parallel)
+    f();
+  }
+  // A block's largest product is n x 4C x C.
+  bool blockWorthThreads(int n) const { return k::worthThreads(n, 4 * C, C); }
+
+  // The calling thread's rows of a batch and its attention pairs. When the sequences divide
+  // evenly among the threads each takes whole sequences, so attention reads only rows its own
+  // thread wrote; otherwise rows go in granules and attention needs a barrier on each side.
+  struct Share {
+    k::Span rows, pairs;
+    bool wholeSequences;
+  };
+  Share share(int batch) const {
+    if (batch % omp_get_num_threads() == 0) {
+      const k::Span seq = k::threadShare(batch, 1);
+      return {{seq.begin * T, seq.end * T}, {seq.begin * H, seq.end * H}, true};
+    }
+    return {k::threadShare(batch * T, k::kRowGranule), k::threadShare(batch * H, 1), false};
+  }
+
   // Target t's adapter path added onto its layer's output y (y null: only its kept x A^T).
   void adapt(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const float* x, float* y,
-             int n) {
+             k::Span rows) {
     const int ia = loraA[static_cast<int>(t)];
     if (ia < 0) return;
-    k::loraForward(y, a.loraU[static_cast<int>(t)], x, p[ia], p[ia + 1], loraScale, n,
+    k::loraForward(y, a.loraU[static_cast<int>(t)], x, p[ia], p[ia + 1], loraScale, rows,
                    static_cast<int>(inFeatures(t, C)), static_cast<int>(outFeatures(t, C)), options.lora.rank);
   }
 
   // Target t's adapter backward from its layer's output gradient dy: dx (the layer's input
-  // gradient, already holding the base layer's part) gains the adapter's part.
+  // gradient, already holding the base layer's part, on this thread's rows) gains the adapter's
+  // part. Every row of dy must be final; it has a barrier inside (all threads reach it, as every
+  // thread sees the same targets).
   void adaptBack(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const std::vector<float*>& g,
-                 const float* dy, const float* x, float* dx, int n) {
+                 const float* dy, const float* x, float* dx, int n, k::Span rows) {
     const int ia = loraA[static_cast<int>(t)];
     if (ia < 0) return;
-    k::loraBackward(dy, x, a.loraU[static_cast<int>(t)], p[ia], p[ia + 1], loraScale, loraDu, dx, g[ia],
-                    g[ia + 1], n, static_cast<int>(inFeatures(t, C)), static_cast<int>(outFeatures(t, C)),
-                    options.lora.rank);
+    const int in = static_cast<int>(inFeatures(t, C)), out = static_cast<int>(outFeatures(t, C));
+    const int r = options.lora.rank;
+    k::loraDu(loraDu, dy, p[ia + 1], loraScale, rows, out, r);
+#pragma omp barrier
+    k::loraParamGrads(g[ia], g[ia + 1], dy, x, a.loraU[static_cast<int>(t)], loraDu, loraScale, n,
+                      in, out, r);
+    k::loraInputGrad(dx, loraDu, p[ia], rows, in, r);
   }
 
+  // On every thread of a region (blockWorthThreads).
   void blockForward(BlockActs& a, const std::vector<const float*>& p, const float* in,
                     float* out, int batch) {
-    const int n = batch * T;
-    k::layerNormForward(a.ln1, a.mean1, a.rstd1, in, p[kLn1W], p[kLn1B], n, C);
-    k::linearForward(a.qkv, a.ln1, p[kAttnW], p[kAttnB], nullptr, n, C, 3 * C);
-    adapt(LoraTarget::Qkv, a, p, a.ln1, a.qkv, n);
-    k::attentionForward(a.atty, a.att, a.qkv, batch, T, C, H);
-    k::linearForward(a.xmid, a.atty, p[kProjW], p[kProjB], in, n, C, C);
-    adapt(LoraTarget::Proj, a, p, a.atty, a.xmid, n);
-    k::layerNormForward(a.ln2, a.mean2, a.rstd2, a.xmid, p[kLn2W], p[kLn2B], n, C);
-    k::linearForward(a.fch, a.ln2, p[kFcW], p[kFcB], nullptr, n, C, 4 * C);
-    adapt(LoraTarget::Fc, a, p, a.ln2, a.fch, n);
-    k::geluForward(a.fchg, a.fch, static_cast<std::int64_t>(n) * 4 * C);
+    const Share s = share(batch);
+    k::layerNormForward(a.ln1, a.mean1, a.rstd1, in, p[kLn1W], p[kLn1B], s.rows, C);
+    k::linearForward(a.qkv, a.ln1, p[kAttnW], p[kAttnB], nullptr, s.rows, C, 3 * C);
+    adapt(LoraTarget::Qkv, a, p, a.ln1, a.qkv, s.rows);
+    if (!s.wholeSequences) {
+#pragma omp barrier
+    }
+    k::attentionForward(a.atty, a.att, a.qkv, s.pairs, T, C, H);
+    if (!s.wholeSequences) {
+#pragma omp barrier
+    }
+    k::linearForward(a.xmid, a.atty, p[kProjW], p[kProjB], in, s.rows, C, C);
+    adapt(LoraTarget::Proj, a, p, a.atty, a.xmid, s.rows);
+    k::layerNormForward(a.ln2, a.mean2, a.rstd2, a.xmid, p[kLn2W], p[kLn2B], s.rows, C);
+    k::linearForward(a.fch, a.ln2, p[kFcW], p[kFcB], nullptr, s.rows, C, 4 * C);
+    adapt(LoraTarget::Fc, a, p, a.ln2, a.fch, s.rows);
+    k::geluForward(a.fchg, a.fch, s.rows, 4 * C);  // a.fch becomes GELU's slope, for backward
     // Recomputation for backward needs everything but the block's output (but the last layer's
     // adapter input product, which its backward reads).
-    if (out) k::linearForward(out, a.fchg, p[kFcProjW], p[kFcProjB], a.xmid, n, 4 * C, C);
-    adapt(LoraTarget::MlpProj, a, p, a.fchg, out, n);
+    if (out) k::linearForward(out, a.fchg, p[kFcProjW], p[kFcProjB], a.xmid, s.rows, 4 * C, C);
+    adapt(LoraTarget::MlpProj, a, p, a.fchg, out, s.rows);
   }
 
-  // dres holds d loss / d (block output) on entry and d loss / d (block input) on return.
+  // On every thread of a region. dres holds d loss / d (block output) on entry and d loss /
+  // d (block input) on return. Between barriers, what a phase's weight gradients read (every
+  // row) is what no thread writes in that phase.
   void blockBackward(BlockActs& a, const std::vector<const float*>& p,
                      const std::vector<float*>& g, const float* in, int batch) {
     const int n = batch * T;
-    k::linearBackward(dres, a.fchg, p[kFcProjW], dfch, g[kFcProjW], g[kFcProjB], ones, n, 4 * C,
-                      C, false);
-    adaptBack(LoraTarget::MlpProj, a, p, g, dres, a.fchg, dfch, n);
-    k::geluBackward(dfch, a.fch, static_cast<std::int64_t>(n) * 4 * C);
-    k::linearBackward(dfch, a.ln2, p[kFcW], dln, g[kFcW], g[kFcB], ones, n, C, 4 * C, false);
-    adaptBack(LoraTarget::Fc, a, p, g, dfch, a.ln2, dln, n);
-    k::layerNormBackward(dres, g[kLn2W], g[kLn2B], dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, lnTmp,
-                         ones, n, C);
-    k::linearBackward(dres, a.atty, p[kProjW], datty, g[kProjW], g[kProjB], ones, n, C, C, false);
-    adaptBack(LoraTarget::Proj, a, p, g, dres, a.atty, datty, n);
-    k::attentionBackward(dqkv, datt, datty, a.qkv, a.att, batch, T, C, H);
-    k::linearBackward(dqkv, a.ln1, p[kAttnW], dln, g[kAttnW], g[kAttnB], ones, n, C, 3 * C,
-                      false);
-    adaptBack(LoraTarget::Qkv, a, p, g, dqkv, a.ln1, dln, n);
-    k::layerNormBackward(dres, g[kLn1W], g[kLn1B], dln, in, p[kLn1W], a.mean1, a.rstd1, lnTmp,
-                         ones, n, C);
+    const Share s = share(batch);
+    k::linearParamGrads(g[kFcProjW], g[kFcProjB], dres, a.fchg, ones, n, 4 * C, C);
+    k::linearInputGrad(dfch, dres, p[kFcProjW], s.rows, 4 * C, C, false);
+    adaptBack(LoraTarget::MlpProj, a, p, g, dres, a.fchg, dfch, n, s.rows);
+    k::geluBackward(dfch, a.fch, s.rows, 4 * C);
+#pragma omp barrier
+    k::linearParamGrads(g[kFcW], g[kFcB], dfch, a.ln2, ones, n, C, 4 * C);
+    k::linearInputGrad(dln, dfch, p[kFcW], s.rows, C, 4 * C, false);
+    adaptBack(LoraTarget::Fc, a, p, g, dfch, a.ln2, dln, n, s.rows);
+    k::layerNormBackward(dres, lnTmp, dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, s.rows, C);
+#pragma omp barrier
+    k::layerNormParamGrads(g[kLn2W], g[kLn2B], dln, lnTmp, ones, n, C);
+    k::linearParamGrads(g[kProjW], g[kProjB], dres, a.atty, ones, n, C, C);
+    k::linearInputGrad(datty, dres, p[kProjW], s.rows, C, C, false);
+    adaptBack(LoraTarget::Proj, a, p, g, dres, a.atty, datty, n, s.rows);
+    if (!s.wholeSequences) {
+#pragma omp barrier
+    }
+    k::attentionBackward(dqkv, datt, datty, a.qkv, a.att, s.pairs, T, C, H);
+#pragma omp barrier
+    k::linearParamGrads(g[kAttnW], g[kAttnB], dqkv, a.ln1, ones, n, C, 3 * C);
+    k::linearInputGrad(dln, dqkv, p[kAttnW], s.rows, C, 3 * C, false);
+    adaptBack(LoraTarget::Qkv, a, p, g, dqkv, a.ln1, dln, n, s.rows);
+    k::layerNormBackward(dres, lnTmp, dln, in, p[kLn1W], a.mean1, a.rstd1, s.rows, C);
+#pragma omp barrier
+    k::layerNormParamGrads(g[kLn1W], g[kLn1B], dln, lnTmp, ones, n, C);
   }
 
   enum class Mode { Train, Loss, Logits };
@@ -434,7 +490,8 @@ struct Gpt2::Impl : ActivationBuffers {
 
     {
       const auto p = params(src, 0);
-      k::embeddingForward(x(0), inputs, p[0], p[1], batch, T, C);
+      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C),
+             [&] { k::embeddingForward(x(0), inputs, p[0], p[1], share(batch).rows, T, C); });
       src.release(0);
     }
     for (int b = 0; b < L; ++b) {
@@ -445,12 +502,14 @@ struct Gpt2::Impl : ActivationBuffers {
         device.copyAsync(resHost[b], x(b), ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      blockForward(acts(b), p, x(b), x(b + 1), batch);
+      onTeam(blockWorthThreads(n), [&] { blockForward(acts(b), p, x(b), x(b + 1), batch); });
       src.release(b + 1);
     }
     {
       const auto p = params(src, lnfModule);
-      k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], n, C);
+      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
+        k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], share(batch).rows, C);
+      });
       src.release(lnfModule);
     }
 
@@ -459,18 +518,24 @@ struct Gpt2::Impl : ActivationBuffers {
     {
       const auto p = params(src, 0);
       const float* wte = p[0];
-      k::gemm(false, true, n, V, C, 1.0f, lnf, C, wte, C, 0.0f, logits, V);
+      onTeam(k::worthThreads(n, V, C), [&] {
+        k::gemm(false, true, n, V, C, 1.0f, lnf, C, wte, C, 0.0f, logits, V);
+        if (mode == Mode::Logits) return;
+#pragma omp barrier
+        const k::Span rows = share(batch).rows;
+        k::crossEntropyForward(logits, rowLoss, targets, rows, V);
+        if (!train) return;
+        k::crossEntropyBackward(logits, targets, rows, n, V, seed);
+#pragma omp barrier
+        k::gemm(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dln, C);
+        if (wteTrainable) k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
+      });
       if (mode == Mode::Logits) {
         std::memcpy(logitsOut, logits, static_cast<std::size_t>(n) * V * sizeof(float));
         src.release(0);
         return 0;
       }
-      loss = k::crossEntropyForward(logits, rowLoss, targets, n, V);
-      if (train) {
-        k::crossEntropyBackward(logits, targets, n, V, seed);
-        k::gemm(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dln, C);
-        if (wteTrainable) k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
-      }
+      loss = k::meanLoss(rowLoss, n);
       src.release(0);
     }
     if (!train) return loss;
@@ -479,8 +544,11 @@ struct Gpt2::Impl : ActivationBuffers {
       const auto p = params(src, lnfModule);
       const Grads g = openGrads(src, lnfModule);
       std::memset(dres, 0, ncBytes);
-      k::layerNormBackward(dres, g.ptr[0], g.ptr[1], dln, x(L), p[0], meanf, rstdf, lnTmp, ones, n,
-                           C);
+      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
+        k::layerNormBackward(dres, lnTmp, dln, x(L), p[0], meanf, rstdf, share(batch).rows, C);
+#pragma omp barrier
+        k::layerNormParamGrads(g.ptr[0], g.ptr[1], dln, lnTmp, ones, n, C);
+      });
       finishGrads(src, lnfModule, g);
       src.release(lnfModule);
     }
@@ -492,9 +560,10 @@ struct Gpt2::Impl : ActivationBuffers {
         if (b >= 1) device.copyAsync(x(b - 1), resHost[b - 1], ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      if (options.activationCheckpointing) blockForward(acts(b), p, x(b), nullptr, batch);
+      if (options.activationCheckpointing)
+        onTeam(blockWorthThreads(n), [&] { blockForward(acts(b), p, x(b), nullptr, batch); });
       const Grads g = openGrads(src, b + 1);
-      blockBackward(acts(b), p, g.ptr, x(b), batch);
+      onTeam(blockWorthThreads(n), [&] { blockBackward(acts(b), p, g.ptr, x(b), batch); });
       finishGrads(src, b + 1, g);
       src.release(b + 1);
     }
@@ -505,9 +574,13 @@ struct Gpt2::Impl : ActivationBuffers {
       // it from the probabilities' gradient, still in `logits`.
       if (g.ptr[0] && wteTrainable)
         std::memcpy(g.ptr[0], dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
-      else if (g.ptr[0])
-        k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, g.ptr[0], C);
-      k::embeddingBackward(g.ptr[0], g.ptr[1], dres, inputs, batch, T, C);
+      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
+        if (g.ptr[0] && !wteTrainable) {
+          k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, g.ptr[0], C);
+#pragma omp barrier
+        }
+        k::embeddingBackward(g.ptr[0], g.ptr[1], dres, inputs, batch, T, C);
+      });
       finishGrads(src, 0, g);
     }
     return loss;
@@ -537,17 +610,22 @@ std::vector<float> Gpt2::logits(ParameterSource& src, const std::uint8_t* inputs
 
 double Gpt2::flopsPerToken() const {
   // 6 per weight per token (2 forward, 4 backward) for every matrix product's weights, the tied
-  // head included; attention's QK^T and PV are 4 T C per layer forward (the whole T x T, as
-  // computed), 12 T C forward and backward. As nanoGPT and the PaLM paper count.
+  // head included, as nanoGPT and the PaLM paper count. Attention's QK^T and PV as causal
+  // attention needs them: token t of a sequence scores and weights t + 1 positions, (T + 1) / 2
+  // on average, so 2 x 2 C (T + 1) / 2 per layer forward and three times that with backward.
+  // (PaLM's 12 L C T counts the whole T x T, as an implementation that masks after computing
+  // it does; the kernels compute only the blocks on and below the diagonal, and the figure is
+  // the model's work, not an implementation's.)
   const double L = impl_->L, C = impl_->C, T = impl_->T, V = impl_->V;
+  const double attention = 6.0 * L * C * (T + 1);
   const LoraConfig& lora = impl_->options.lora;
-  if (!lora.enabled()) return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * C * T;
+  if (!lora.enabled()) return 6.0 * (12.0 * L * C * C + V * C) + attention;
   // Frozen weights: forward and the input gradient, 4 per weight; each adapter's r (in + out)
   // parameters cost 6 as any trained weight.
   double adapters = 0;
   for (LoraTarget t : lora.targets)
     adapters += static_cast<double>(lora.rank) * static_cast<double>(inFeatures(t, impl_->C) + outFeatures(t, impl_->C));
-  return 4.0 * (12.0 * L * C * C + V * C) + 6.0 * L * adapters + 12.0 * L * C * T;
+  return 4.0 * (12.0 * L * C * C + V * C) + 6.0 * L * adapters + attention;
 }
 
 }  // namespace zrt::trainer

@@ -133,9 +133,9 @@ class Gpt2 {
   // Forward only: logits [batch, T, vocab] (tests compare them with PyTorch's).
   std::vector<float> logits(ParameterSource& src, const std::uint8_t* inputs, int batch);
 
-  // Model FLOPs per token of forward + backward (6 x matmul parameters + attention), without
-  // recomputation: what "model FLOP rate" figures divide by. With LoRA the frozen weights cost 4
-  // (no weight gradient) and the adapters 6 per parameter.
+  // Model FLOPs per token of forward + backward (6 x matmul parameters + causal attention's
+  // 6 L C (T + 1)), without recomputation: what "model FLOP rate" figures divide by. With LoRA
+  // the frozen weights cost 4 (no weight gradient) and the adapters 6 per parameter.
   double flopsPerToken() const;
 
  private:
