@@ -58,6 +58,11 @@ std::chrono::milliseconds toMilliseconds(double seconds) {
 
 }  // namespace
 
+std::chrono::milliseconds secondsFromEnvironment(const char* name, double fallback) {
+  const char* v = env(name);
+  return toMilliseconds(v ? positiveSeconds(name, v) : fallback);
+}
+
 CommOptions CommOptions::fromEnvironment(double timeoutSeconds) {
   CommOptions o;
   if (!(timeoutSeconds > 0))

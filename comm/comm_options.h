@@ -57,4 +57,8 @@ struct CommOptions {
   static CommOptions fromEnvironment(double timeoutSeconds);
 };
 
+// A positive number of seconds from environment variable `name` (as ZRT_COMM_TIMEOUT_S is
+// read), or `fallback` when it is unset; InvalidArgument naming the variable when malformed.
+std::chrono::milliseconds secondsFromEnvironment(const char* name, double fallback);
+
 }  // namespace zrt::comm

@@ -1,12 +1,16 @@
 // MpiEnvironment: the RAII owner of MPI's initialisation for a process. Initialises MPI with
 // MPI_THREAD_MULTIPLE (the communication thread and the caller both call MPI), switches
 // MPI_COMM_WORLD to MPI_ERRORS_RETURN so ZRT_CHECK_MPI sees error codes, and records the rank
-// for error messages. Finalises on destruction only if it initialised.
+// for error messages. Finalises on destruction only if it initialised; when this rank left its
+// peers on an exception (comm/mpi/left_peers.h), the finalize is given ZRT_UNWIND_GRACE_S to
+// complete before the rank ends itself with a message.
 // Thread-safety: construct and destroy on the thread that calls MPI_Init/MPI_Finalize (MPI
 // requires the main thread) after every communicator is gone; the getters are plain reads.
 #pragma once
 
 #include <mpi.h>
+
+#include <chrono>
 
 namespace zrt::comm {
 
@@ -26,6 +30,7 @@ class MpiEnvironment {
   int rank_ = 0;
   int size_ = 1;
   int provided_ = MPI_THREAD_SINGLE;
+  std::chrono::milliseconds grace_{0};
 };
 
 }  // namespace zrt::comm

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "comm/mpi/left_peers.h"
 #include "comm/mpi_check.h"
 #include "core/log.h"
 
@@ -47,7 +48,8 @@ MpiCommHandle MpiCommHandle::split(MPI_Comm comm, int color, int key) {
 
 void MpiCommHandle::reset() noexcept {
   if (comm_ == MPI_COMM_NULL) return;
-  if (mpiLive()) logIfFailed(MPI_Comm_free(&comm_), "MPI_Comm_free");
+  if (mpiLive() && !skipCollectiveTeardown("MPI_Comm_free"))
+    logIfFailed(MPI_Comm_free(&comm_), "MPI_Comm_free");
   comm_ = MPI_COMM_NULL;
 }
 
@@ -61,7 +63,7 @@ void MpiWindowHandle::adopt(MPI_Win win) {
 
 void MpiWindowHandle::reset() noexcept {
   if (win_ == MPI_WIN_NULL) return;
-  if (mpiLive()) {
+  if (mpiLive() && !skipCollectiveTeardown("MPI_Win_free")) {
     if (locked_) logIfFailed(MPI_Win_unlock_all(win_), "MPI_Win_unlock_all");
     logIfFailed(MPI_Win_free(&win_), "MPI_Win_free");
   }

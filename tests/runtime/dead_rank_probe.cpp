@@ -1,8 +1,10 @@
-// dead_rank_probe NVME_DIR VICTIM STALL_STEP: trains a small model through the Engine under
+// dead_rank_probe NVME_DIR VICTIM STALL_STEP [throw]: trains a small model through the Engine under
 // mpirun at ZeRO stage 3 with the optimizer state in swap files under NVME_DIR, forever. In step
 // STALL_STEP rank VICTIM stops inside its backward (after its other ranks' collectives of that
 // step are posted) and says so with its pid, so dead_rank_test.sh can SIGKILL it while every
-// other rank waits in a collective for it. Each rank first prints "rank R pid P".
+// other rank waits in a collective for it. With "throw", rank VICTIM instead throws there, as a
+// caller's own code can fail mid-step, and unwinds through the Engine's destructors while its
+// peers wait in the step's collectives. Each rank first prints "rank R pid P".
 #include <unistd.h>
 
 #include <chrono>
@@ -26,12 +28,13 @@ using namespace zrt;
 
 int main(int argc, char** argv) {
   comm::MpiEnvironment env(&argc, &argv);
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s NVME_DIR VICTIM STALL_STEP\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "throw")) {
+    std::fprintf(stderr, "usage: %s NVME_DIR VICTIM STALL_STEP [throw]\n", argv[0]);
     return 2;
   }
   const std::string nvme = argv[1];
   const int victim = std::atoi(argv[2]), stallStep = std::atoi(argv[3]);
+  const bool throws = argc == 5;
   std::printf("rank %d pid %d\n", env.rank(), static_cast<int>(::getpid()));
   std::fflush(stdout);
   try {
@@ -62,6 +65,12 @@ int main(int argc, char** argv) {
             test::storeValue(g[t].dtype, g[t].data, i,
                              static_cast<float>(engine.gradientSeed() *
                                                 std::sin(test::loadValue(p[t].dtype, p[t].data, i))));
+        if (comm.rank() == victim && step == stallStep && mod == 1 && throws) {
+          std::printf("rank %d throws in step %d, module %zu (pid %d)\n", victim, step, mod,
+                      static_cast<int>(::getpid()));
+          std::fflush(stdout);
+          throw InvalidArgument(detail::cat("the caller's backward of module ", mod, " failed"));
+        }
         if (comm.rank() == victim && step == stallStep && mod == 1) {
           std::printf("rank %d stalls in step %d, module %zu (pid %d)\n", victim, step, mod,
                       static_cast<int>(::getpid()));

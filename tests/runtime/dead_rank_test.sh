@@ -8,6 +8,9 @@
 #   message then comes from each rank's signal-time report).
 # MODE recovery: mpirun told to keep the job running (orte_enable_recovery, as a launcher that
 #   does not kill the job would): the watchdog sees the peer's exit itself and ends the job.
+# MODE throw: the rank is not killed; its own code throws there instead and unwinds through the
+#   Engine's destructors while its peers wait (comm/mpi/left_peers.h). Its error must be printed
+#   and the same checks hold.
 set -euo pipefail
 mode=$1
 shift
@@ -31,30 +34,39 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
+probe_args=()
+event=stalls
 case "$mode" in
   mpirun) ;;
+  throw) probe_args=(throw); event=throws ;;
   recovery) export OMPI_MCA_orte_enable_recovery=1 ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 # A timeout far beyond the test's 60 s: the job must end through the peer's death, not a timeout.
 export ZRT_COMM_TIMEOUT_S=600
-"${mpi[@]}" -np "$ranks" "$probe" "$dir" "$victim" 3 >"$log" 2>&1 &
+"${mpi[@]}" -np "$ranks" "$probe" "$dir" "$victim" 3 "${probe_args[@]}" >"$log" 2>&1 &
 job=$!
 for _ in $(seq 1 600); do
-  grep -q "^rank $victim stalls" "$log" && break
+  grep -q "^rank $victim $event" "$log" && break
   kill -0 "$job" 2>/dev/null || fail "the job ended before rank $victim stalled"
   sleep 0.1
 done
-line=$(grep "^rank $victim stalls" "$log") || fail "rank $victim did not reach its stall within 60 s"
+line=$(grep "^rank $victim $event" "$log") || fail "rank $victim did not reach step 3 within 60 s"
 victim_pid=$(sed -n 's/.*(pid \([0-9]*\))$/\1/p' <<<"$line")
 mapfile -t pids < <(sed -n 's/^rank [0-9]* pid \([0-9]*\)$/\1/p' "$log")
 [ "${#pids[@]}" = "$ranks" ] || fail "expected $ranks 'rank R pid P' lines"
 swapdirs=$(find "$dir" -mindepth 1 -maxdepth 1 -type d | wc -l)
-[ "$swapdirs" = "$ranks" ] || fail "expected $ranks swap directories, found $swapdirs"
-# The others post their collectives for this step and wait: give them a moment to get there.
-sleep 1
-kill -KILL "$victim_pid"
+# A rank that threw may already have removed its own directory.
+if [ "$mode" != throw ] && [ "$swapdirs" != "$ranks" ]; then
+  fail "expected $ranks swap directories, found $swapdirs"
+fi
 start=$(date +%s%N)
+if [ "$mode" != throw ]; then
+  # The others post their collectives for this step and wait: give them a moment to get there.
+  sleep 1
+  kill -KILL "$victim_pid"
+  start=$(date +%s%N)
+fi
 for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$job" 2>/dev/null; then fail "the job was still running 60 s after rank $victim was killed"; fi
 took=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -65,7 +77,12 @@ wait "$job" || status=$?
 if [ "$mode" = mpirun ] && [ "$status" = 0 ]; then fail "mpirun exited with status 0 after losing a rank"; fi
 job=
 cat "$log"
-echo "---- checks (the job ended ${took} ms after the kill)"
+echo "---- checks (the job ended ${took} ms after rank $victim was killed or threw)"
+if [ "$mode" = throw ]; then
+  grep -q "^dead_rank_probe: .*the caller's backward of module 1 failed" "$log" ||
+    fail "rank $victim's own error was not printed"
+  echo "ok: rank $victim printed its own error"
+fi
 for r in $(seq 0 $((ranks - 1))); do
   [ "$r" = "$victim" ] && continue
   # e.g. [zrt rank 0] error: peer lost: rank 1 (pid 4242) exited while this rank waited 1.0 s in

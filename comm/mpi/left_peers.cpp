@@ -1,0 +1,33 @@
+#include "comm/mpi/left_peers.h"
+
+#include <atomic>
+#include <exception>
+
+#include "comm/comm_options.h"
+#include "core/log.h"
+
+namespace zrt::comm {
+namespace {
+std::atomic<bool> g_left{false};
+}  // namespace
+
+bool skipCollectiveTeardown(const char* what) noexcept {
+  if (std::uncaught_exceptions() == 0) return false;
+  if (!g_left.exchange(true)) {
+    try {
+      logWarning(detail::cat("an exception is unwinding this rank while its peers may still be in the "
+                             "collectives it left: skipping collective teardown (", what,
+                             " and those after it); MPI_Finalize will wait for the peers at most "
+                             "ZRT_UNWIND_GRACE_S"));
+    } catch (...) {
+      // The warning is only help; skipping must not throw from a destructor.
+    }
+  }
+  return true;
+}
+
+bool leftPeers() noexcept { return g_left.load(); }
+
+std::chrono::milliseconds unwindGrace() { return secondsFromEnvironment("ZRT_UNWIND_GRACE_S", 10); }
+
+}  // namespace zrt::comm

@@ -1,0 +1,29 @@
+// Leaving the peers on an exception. A rank whose own code throws in the middle of a step unwinds
+// through destructors that would free MPI windows and communicators, which are collective: its
+// peers are still in the step's collectives, so those frees (and MPI_Finalize after them) would
+// wait for them forever, and the rank's error message, printed once the unwinding is over, would
+// never appear. So a collective teardown that runs while an exception unwinds is skipped (the
+// process is ending: only MPI's own memory is left behind), the process is marked as having left
+// its peers, and MpiEnvironment then gives MPI_Finalize a bounded grace: ranks that all threw the
+// same agreed error finalise together within it; a rank whose peers are elsewhere says so and
+// ends, and the launcher ends the job (each peer reports the lost rank and the operation it was
+// waiting in: termination_report.h).
+// Thread-safety: any thread; leftPeers() is a lock-free read.
+#pragma once
+
+#include <chrono>
+
+namespace zrt::comm {
+
+// True when called while an exception unwinds the stack: the caller skips its collective MPI
+// call (`what`, for the one log line) and the process is marked as having left its peers.
+bool skipCollectiveTeardown(const char* what) noexcept;
+
+// Whether a collective teardown was skipped in this process.
+bool leftPeers() noexcept;
+
+// How long MPI_Finalize may wait for the peers of a rank that left them: ZRT_UNWIND_GRACE_S
+// (seconds, default 10).
+std::chrono::milliseconds unwindGrace();
+
+}  // namespace zrt::comm
