@@ -47,6 +47,13 @@ std::uint64_t opBytes(const Collective& op);
 // all-gather, 1 for broadcast (nccl-tests' definitions).
 double busFactor(OpKind kind, int worldSize);
 
+// The operation a communicator is running now, as its watchdog times it (live metrics).
+struct InFlight {
+  bool running = false;
+  OpKind kind = OpKind::Barrier;
+  double seconds = 0;  // since it started running
+};
+
 // Where rank r's segment starts, in elements: in send for ReduceScatter, in recv for AllGather.
 std::size_t segmentOffset(const Collective& op, int rank);
 // One past the last element written to recv on any rank (AllGather: max displs[r] + counts[r]).

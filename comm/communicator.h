@@ -46,6 +46,10 @@ class Communicator {
   // progress thread and MPI communicator): a second lane, so parameter gathers need not wait for
   // gradient reductions. Collective. nullptr when the backend has no separate lanes.
   virtual std::unique_ptr<Communicator> duplicate() { return nullptr; }
+  // The operation running now and for how long, as the watchdog sees it (the live metrics'
+  // oldest wait: operations run one at a time in posting order, so it is the oldest one
+  // outstanding). The default, for backends without a progress thread: nothing running.
+  virtual InFlight inFlight() const { return {}; }
 
   // Runs `op` and waits for it (the blocking conveniences use it). A backend may run it on the
   // calling thread when nothing else is pending; the default posts and waits.

@@ -95,6 +95,13 @@ ProgressThread::Snapshot ProgressThread::snapshot() const {
   return snap_;
 }
 
+InFlight ProgressThread::inFlight() const {
+  std::lock_guard lock(mu_);
+  if (!snap_.running) return {};
+  return {true, snap_.kind,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - snap_.since).count()};
+}
+
 void ProgressThread::drain() {
   std::unique_lock lock(mu_);
   // Waits for the queue to empty and the last operation to finish (execute() notifies).

@@ -53,6 +53,8 @@ class ProgressThread {
     std::chrono::steady_clock::time_point since{};
   };
   Snapshot snapshot() const;
+  // The operation running now and how long it has run (nothing running: running = false).
+  InFlight inFlight() const;
   // Blocks until everything queued so far has run (the destructor of an owner calls it while the
   // watchdog still watches). No timeout of its own: each operation is under the watchdog's.
   void drain();

@@ -13,6 +13,8 @@ StagedCommunicator::StagedCommunicator(Device& device, Communicator& host)
 
 StagedCommunicator::~StagedCommunicator() { progress_.reset(); }
 
+InFlight StagedCommunicator::inFlight() const { return progress_->inFlight(); }
+
 Work StagedCommunicator::post(Collective op) {
   validate(op, rank(), size());
   return progress_->enqueue(std::move(op), "staged");

@@ -29,6 +29,7 @@ class StagedCommunicator final : public Communicator {
   Work post(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
+  InFlight inFlight() const override;
 
  private:
   void runOp(const Collective& op);

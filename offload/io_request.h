@@ -36,6 +36,10 @@ struct IoRequest {
   std::size_t directLen = 0;
   AlignedBuffer tail;
   std::function<void(std::exception_ptr)> onComplete;
+  // Set by the engine when it accepts the request: its number there (for the outstanding set)
+  // and when, so stats() can say how long the oldest one has waited.
+  std::uint64_t seq = 0;
+  std::chrono::steady_clock::time_point accepted{};
 
   // Issuing, guarded by the engine's scheduler lock.
   std::uint64_t cursor = 0;

@@ -1,11 +1,13 @@
 #include "offload/offload_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -119,6 +121,16 @@ struct OffloadEngine::Impl {
   std::condition_variable exitCv;  // a ring thread returned
   std::size_t ringsExited = 0;     // guarded by mu
 
+  // What stats() reports of the queue in use: transfers in the rings, the most at once, and the
+  // requests accepted and not finished with when and what they are (the oldest wait).
+  std::atomic<std::uint64_t> inFlight{0};
+  std::atomic<std::uint64_t> maxInFlight{0};
+  mutable std::mutex outstandingMu;  // taken after mu, never before it
+  std::uint64_t nextSeq = 0;         // guarded by outstandingMu
+  std::map<std::uint64_t, std::pair<Clock::time_point, IoDir>> outstanding;  // by seq
+
+  void retire(const IoRequest& req);
+
   void runRing(Ring& ring, std::promise<void>& ready);
   void loop(Ring& ring);
   void takeLocked(Ring& ring, std::vector<std::shared_ptr<IoRequest>>& exhausted);
@@ -193,6 +205,7 @@ void OffloadEngine::Impl::loop(Ring& ring) {
     // submit more work.
     for (auto& req : exhausted) {
       if (req->markAllIssued()) {
+        retire(*req);
         std::lock_guard lock(ring.statsMu);
         ++ring.stats.requests;
       }
@@ -250,6 +263,10 @@ void OffloadEngine::Impl::takeLocked(Ring& ring,
     buildPiece(req, *p);
     req.pieceIssued();
     ring.toQueue.push_back(p);
+    const std::uint64_t now = inFlight.fetch_add(1) + 1;
+    std::uint64_t most = maxInFlight.load();
+    while (now > most && !maxInFlight.compare_exchange_weak(most, now)) {
+    }
   }
 }
 
@@ -389,7 +406,9 @@ void OffloadEngine::Impl::finish(Ring& ring, Piece& p, std::exception_ptr err) {
   }
   auto request = std::move(p.req);
   ring.free.push_back(&p);
+  inFlight.fetch_sub(1);
   if (request->pieceFinished(err ? 0 : p.logical, err)) {
+    retire(*request);
     std::lock_guard lock(ring.statsMu);
     ++ring.stats.requests;
   }
@@ -438,8 +457,15 @@ void OffloadEngine::Impl::breakRing(Ring& ring, std::exception_ptr err) {
     ring.state = RingState::Running;  // never sleeps again: no wake-ups sent to it
     takeLocked(ring, exhausted);      // fails the queued requests (fatal is set)
   }
-  for (auto& req : exhausted) req->markAllIssued();
+  for (auto& req : exhausted) {
+    if (req->markAllIssued()) retire(*req);
+  }
   workCv.notify_all();
+}
+
+void OffloadEngine::Impl::retire(const IoRequest& req) {
+  std::lock_guard lock(outstandingMu);
+  outstanding.erase(req.seq);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -488,6 +514,13 @@ IoHandle OffloadEngine::Impl::submit(IoDir dir, std::shared_ptr<OffloadFile> fil
     std::lock_guard lock(mu);
     if (fatal) std::rethrow_exception(fatal);
     ZRT_ENFORCE(!stopping, "request submitted to an engine being destroyed");
+    {
+      // Before the rings can see it: a ring may finish it (and retire it) at once.
+      std::lock_guard out(outstandingMu);
+      req->seq = nextSeq++;
+      req->accepted = Clock::now();
+      outstanding.emplace(req->seq, std::pair{req->accepted, dir});
+    }
     queue.push_back(std::move(req));
     for (auto& ring : rings) {
       if (ring->state == RingState::Idle) notifyIdle = true;
@@ -649,6 +682,17 @@ EngineStats OffloadEngine::stats() const {
     total.failures += s.failures;
     total.latency.merge(s.latency);
   }
+  total.queueCapacity = static_cast<std::uint64_t>(impl_->options.queue_depth) *
+                        static_cast<std::uint64_t>(impl_->options.intra_op_parallelism);
+  total.transfersInFlight = impl_->inFlight.load();
+  total.maxTransfersInFlight = impl_->maxInFlight.load();
+  std::lock_guard lock(impl_->outstandingMu);
+  total.requestsOutstanding = impl_->outstanding.size();
+  if (!impl_->outstanding.empty()) {
+    const auto& [accepted, dir] = impl_->outstanding.begin()->second;
+    total.oldestRequestSeconds = secondsSince(accepted);
+    total.oldestRequestDir = dir;
+  }
   return total;
 }
 
@@ -657,6 +701,7 @@ void OffloadEngine::resetStats() {
     std::lock_guard lock(ring->statsMu);
     ring->stats = EngineStats();
   }
+  impl_->maxInFlight.store(impl_->inFlight.load());
 }
 
 }  // namespace zrt::offload

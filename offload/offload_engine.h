@@ -40,6 +40,14 @@ struct EngineStats {
   std::uint64_t retries = 0;         // EAGAIN/EINTR answers sent again
   std::uint64_t failures = 0;        // transfers that failed their request
   LatencyHistogram latency;          // per transfer, from first queue to final completion
+  // The queue depth in use (all rings together) and the oldest wait, read when stats() is called;
+  // resetStats() restarts the maximum from the transfers in flight then.
+  std::uint64_t queueCapacity = 0;         // rings x queue_depth: the most transfers possible
+  std::uint64_t transfersInFlight = 0;     // handed to the rings' engines, not yet finished
+  std::uint64_t maxTransfersInFlight = 0;  // the most at once
+  std::uint64_t requestsOutstanding = 0;   // accepted, not yet finished
+  double oldestRequestSeconds = 0;         // how long the oldest outstanding request has waited
+  IoDir oldestRequestDir = IoDir::Read;    // and what it is (meaningful when one is outstanding)
 };
 
 using CompletionCallback = std::function<void(std::exception_ptr error)>;

@@ -876,6 +876,13 @@ StepReport Engine::step() {
 
 std::string Engine::memorySummary() const { return impl_->device.ledger().table(); }
 
+std::optional<offload::EngineStats> Engine::ioStats() const {
+  if (!impl_->io) return std::nullopt;
+  return impl_->io->stats();
+}
+
+const comm::Communicator* Engine::gatherLane() const { return impl_->gatherLane.get(); }
+
 std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param) const {
   const Impl& e = *impl_;
   const ParamInfo& p = e.params.at(e.moduleParams.at(module).at(param));

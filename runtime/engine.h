@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "offload/offload_engine.h"
 #include "runtime/model_spec.h"
 
 namespace zrt {
@@ -108,6 +110,13 @@ class Engine {
 
   // The ledger by tag and place, as torch.cuda.memory_summary.
   std::string memorySummary() const;
+
+  // For live metrics (runtime/metrics): the NVMe engine's figures (shared by the optimizer
+  // swapper and the parameter store), nullopt when nothing goes to NVMe; and the engine's own
+  // communication lane (parameter gathers on a duplicate of the communicator, where the backend
+  // has one; its collectives are counted there, not in the communicator's stats), or nullptr.
+  std::optional<offload::EngineStats> ioStats() const;
+  const comm::Communicator* gatherLane() const;
 
   // Every parameter's current value in fp32, by module and registration order; for tests and
   // checkpoints. Collective at stage 3 (it gathers the parameter from every rank's shard).

@@ -194,6 +194,8 @@ MpiTarget MpiCommunicator::mpiTarget(MPI_Comm comm, DType dtype) const {
   return MpiTarget{comm, MpiReduceOps::datatype(dtype), dtypeSize(dtype), options_.maxMpiCount};
 }
 
+InFlight MpiCommunicator::inFlight() const { return progress_->inFlight(); }
+
 std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
   // laneComm_ carries no operation, so duplicating it on the caller's thread cannot interleave
   // with a collective the progress thread runs on opComm_.

@@ -30,6 +30,36 @@ void readCommStats(const comm::CommStats& stats, RankMetrics& m) {
   }
 }
 
+void addCommStats(const comm::CommStats& stats, RankMetrics& m) {
+  for (int k = 0; k < comm::kNumOpKinds; ++k) {
+    const comm::OpStats s = stats.get(static_cast<comm::OpKind>(k));
+    const auto i = static_cast<std::size_t>(k);
+    m.collectiveCalls[i] += static_cast<double>(s.calls);
+    m.collectiveBytes[i] += static_cast<double>(s.bytes);
+    m.collectiveSeconds[i] += s.seconds;
+  }
+}
+
+void noteInFlight(const comm::InFlight& op, RankMetrics& m) {
+  if (!op.running || (m.commOldestOp >= 0 && op.seconds <= m.commOldestSeconds)) return;
+  m.commOldestOp = static_cast<double>(static_cast<int>(op.kind));
+  m.commOldestSeconds = op.seconds;
+}
+
+void readIoStats(const offload::EngineStats& s, const RankMetrics& previous, double seconds, RankMetrics& m) {
+  m.io = 1;
+  m.ioBytesRead = static_cast<double>(s.bytesRead);
+  m.ioBytesWritten = static_cast<double>(s.bytesWritten);
+  m.ioReadGBps = seconds > 0 ? (m.ioBytesRead - previous.ioBytesRead) / seconds / 1e9 : 0;
+  m.ioWriteGBps = seconds > 0 ? (m.ioBytesWritten - previous.ioBytesWritten) / seconds / 1e9 : 0;
+  m.ioQueueCapacity = static_cast<double>(s.queueCapacity);
+  m.ioTransfersInFlight = static_cast<double>(s.transfersInFlight);
+  m.ioMaxTransfersInFlight = static_cast<double>(s.maxTransfersInFlight);
+  m.ioRequestsOutstanding = static_cast<double>(s.requestsOutstanding);
+  m.ioOldestDir = s.requestsOutstanding > 0 ? static_cast<double>(static_cast<int>(s.oldestRequestDir)) : -1;
+  m.ioOldestSeconds = s.requestsOutstanding > 0 ? s.oldestRequestSeconds : 0;
+}
+
 std::vector<RankMetrics> gatherRankMetrics(comm::Communicator& comm, const RankMetrics& mine) {
   // The communicator gathers floating-point types only; a 2-byte type is moved, never converted,
   // so the struct's bytes arrive as they were sent.
@@ -39,6 +69,9 @@ std::vector<RankMetrics> gatherRankMetrics(comm::Communicator& comm, const RankM
 }
 
 std::string renderMetrics(const std::vector<RankMetrics>& ranks) {
+  const char* kOldestHelp =
+      "How long the oldest operation still outstanding at the report had waited: the collective running on "
+      "the rank's lanes (source comm) or the NVMe request (source io); 0 and op none when nothing was.";
   PrometheusText t;
   const auto G = MetricType::Gauge;
   const auto C = MetricType::Counter;
@@ -75,7 +108,41 @@ std::string renderMetrics(const std::vector<RankMetrics>& ranks) {
             m.collectiveBytes[i]);
       t.add("zrt_collective_seconds_total", "Time those collectives ran, queueing excluded.", C, ol,
             m.collectiveSeconds[i]);
+      const comm::OpStats s{static_cast<std::uint64_t>(m.collectiveCalls[i]),
+                            static_cast<std::uint64_t>(m.collectiveBytes[i]), m.collectiveSeconds[i]};
+      t.add("zrt_collective_busbw_gbps",
+            "Bus bandwidth of those collectives since start, GB/s: bytes / seconds x nccl-tests' factor "
+            "(2(n-1)/n all-reduce, (n-1)/n reduce-scatter and all-gather, 1 broadcast).",
+            G, ol, comm::busbwGBps(s, static_cast<comm::OpKind>(k), static_cast<int>(ranks.size())));
     }
+    {
+      const std::string op = m.commOldestOp < 0 ? "none"
+                                                : std::string(comm::nameOf(static_cast<comm::OpKind>(
+                                                      static_cast<int>(m.commOldestOp))));
+      t.add("zrt_oldest_wait_seconds", kOldestHelp, G, {{"rank", rank}, {"source", "comm"}, {"op", op}}, m.commOldestSeconds);
+    }
+    if (m.io == 0) continue;
+    {
+      const std::string op = m.ioOldestDir < 0 ? "none"
+                                               : std::string(offload::nameOf(static_cast<offload::IoDir>(
+                                                     static_cast<int>(m.ioOldestDir))));
+      t.add("zrt_oldest_wait_seconds", kOldestHelp, G, {{"rank", rank}, {"source", "io"}, {"op", op}}, m.ioOldestSeconds);
+    }
+    const Labels rd{{"rank", rank}, {"dir", "read"}}, wr{{"rank", rank}, {"dir", "write"}};
+    const char* bytesHelp = "Bytes the NVMe engine moved since start (caller bytes, padding excluded).";
+    t.add("zrt_io_bytes_total", bytesHelp, C, rd, m.ioBytesRead);
+    t.add("zrt_io_bytes_total", bytesHelp, C, wr, m.ioBytesWritten);
+    const char* rateHelp = "NVMe engine rate since the previous report, GB/s (1e9 bytes/s).";
+    t.add("zrt_io_gbps", rateHelp, G, rd, m.ioReadGBps);
+    t.add("zrt_io_gbps", rateHelp, G, wr, m.ioWriteGBps);
+    t.add("zrt_io_queue_capacity", "Transfers the NVMe engine can hold in flight (rings x queue_depth).", G, l,
+          m.ioQueueCapacity);
+    t.add("zrt_io_transfers_in_flight", "Transfers in the NVMe engine's rings at the report.", G, l,
+          m.ioTransfersInFlight);
+    t.add("zrt_io_transfers_in_flight_max", "The most transfers in the NVMe engine's rings at once since start.", G, l,
+          m.ioMaxTransfersInFlight);
+    t.add("zrt_io_requests_outstanding", "NVMe requests accepted and not finished at the report.", G, l,
+          m.ioRequestsOutstanding);
   }
   return t.str();
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # zrt-io end to end, small and quick: every mode with --verify, the swap pattern, a sweep with
-# JSON/CSV/plot output, --tune's aio section, --filename, and bad flags exiting 2.
+# JSON/CSV/plot output, --tune's aio section, --filename, --progress, and bad flags exiting 2.
 # Usage: zrt_io_test.sh ZRT_IO_BINARY
 set -euo pipefail
 zio=$1
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/zrt-io-test-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+prog=$(mktemp -d "${TMPDIR:-/tmp}/zrt-io-progress-XXXXXX")  # stderr captures, kept out of $dir
+trap 'rm -rf "$dir" "$prog"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # Every byte written and read back is checked, in each mode, O_DIRECT and buffered, 2 files.
@@ -104,6 +105,46 @@ assert (j["block_size"], j["queue_depth"], j["threads"]) == (256 << 10, 6, 2), j
 ' || fail "--config"
 echo '{"aio": {"blok_size": 1}}' >"$dir/bad.json"
 
+# --progress on, into a file: the bar rewritten in place (carriage return, erase to end of line),
+# both settings started and ended, a step within a timed run; one newline at the end.
+"$zio" --path "$dir" --size 4M --block-size 256K --queue-depth 2,4 --sweep --json --progress on \
+  2>"$prog/on.txt" >/dev/null || fail "--progress on (sweep)"
+"$zio" --path "$dir" --size 4M --block-size 256K --mode rw --duration 0.6 --json --progress on \
+  2>"$prog/timed.txt" >/dev/null || fail "--progress on (--duration)"
+"$py" - "$prog" <<'PY' || fail "--progress on"
+import re, sys
+d = sys.argv[1]
+text = open(d + "/on.txt", newline="").read()  # no newline translation: \r stays
+bars = [b for b in text.split("\r\x1b[K") if b.startswith("[")]
+assert len(bars) >= 4 and text.endswith("\n"), repr(text)
+assert re.match(r"\[\.{30}\] 0/2 read bs 256.00 KiB qd 2 threads 1", bars[0]), bars[0]
+assert re.match(r"\[#{30}\] 2/2 read bs 256.00 KiB qd 4 threads 1: \d+\.\d\d GB/s\n$", bars[-1]), bars[-1]
+# Between bars no newline: one line rewritten, not a line each.
+assert all("\n" not in b for b in bars[:-1]), bars
+timed = open(d + "/timed.txt", newline="").read()
+steps = re.findall(r"\r\x1b\[K\[[#.]{30}\] 0/1 rw [^\r\n]* (\d+)%", timed)
+assert steps and all(0 <= int(p) < 100 for p in steps), repr(timed)
+PY
+# --progress off, and auto into a file (not a terminal): plain lines as each setting starts and
+# ends, no carriage return or escape.
+for mode in off auto; do
+  "$zio" --path "$dir" --size 4M --block-size 256K --queue-depth 2,4 --sweep --json \
+    --progress "$mode" 2>"$prog/$mode.txt" >/dev/null || fail "--progress $mode"
+  "$py" - "$prog/$mode.txt" <<'PY' || fail "--progress $mode"
+import re, sys
+text = open(sys.argv[1], newline="").read()
+assert "\r" not in text and "\x1b" not in text, repr(text)
+bars = [l for l in text.splitlines() if l.startswith("[")]
+assert len(bars) == 4, bars
+assert re.fullmatch(r"\[\.{30}\] 0/2 read bs 256.00 KiB qd 2 threads 1", bars[0]), bars
+assert re.fullmatch(r"\[#{15}\.{15}\] 1/2 read bs 256.00 KiB qd 2 threads 1: \d+\.\d\d GB/s", bars[1]), bars
+assert re.fullmatch(r"\[#{30}\] 2/2 read bs 256.00 KiB qd 4 threads 1: \d+\.\d\d GB/s", bars[3]), bars
+PY
+done
+# --quiet wins: nothing on stderr.
+"$zio" --path "$dir" --size 4M --block-size 256K --progress on --quiet 2>"$prog/quiet.txt" >/dev/null
+[ ! -s "$prog/quiet.txt" ] || fail "--quiet --progress on printed: $(cat "$prog/quiet.txt")"
+
 # Bad input: a message and exit status 2.
 expect2() {
   set +e
@@ -121,6 +162,7 @@ expect2 --path "$dir" --size 4M --no-such-flag
 expect2 --size 4M
 expect2 --path "$dir" --size 4M --block-size 1M,2M
 expect2 --path "$dir" --size 4M --json --csv
+expect2 --path "$dir" --size 4M --progress sometimes
 expect2 --path /nonexistent/zrt --size 4M
 expect2 --filename /nonexistent/zrt/file --size 4M
 expect2 --filename "$dir" --size 4M

@@ -226,14 +226,14 @@ std::shared_ptr<offload::OffloadFile> Workspace::reopen(const File& f, const Run
   return offload::OffloadFile::open(paths, fo);
 }
 
-RunResult Workspace::run(const RunConfig& c) {
-  return workload_.swapPattern ? runSwap(c) : runSequential(c);
+RunResult Workspace::run(const RunConfig& c, const std::function<void(double)>& progress) {
+  return workload_.swapPattern ? runSwap(c, progress) : runSequential(c, progress);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Sequential streams
 
-RunResult Workspace::runSequential(const RunConfig& c) {
+RunResult Workspace::runSequential(const RunConfig& c, const std::function<void(double)>& progress) {
   const Workload& w = workload_;
   RunResult r;
   r.config = c;
@@ -327,6 +327,11 @@ RunResult Workspace::runSequential(const RunConfig& c) {
       if (bad >= 0) noteMismatch(r, bad, files[s.file]->name(), s.offset);
     }
     if (issue(s)) active.push_back(&s);
+    if (progress) {
+      progress(w.duration > 0 ? secondsSince(t0) / w.duration
+                              : static_cast<double>(r.readBytes + r.writeBytes) /
+                                    static_cast<double>(target * streams.size()));
+    }
   }
   r.seconds = secondsSince(t0);
   finishResult(r, engine.stats());
@@ -348,7 +353,7 @@ RunResult Workspace::runSequential(const RunConfig& c) {
 // ---------------------------------------------------------------------------------------------
 // The swap pattern of an offloaded optimizer step
 
-RunResult Workspace::runSwap(const RunConfig& c) {
+RunResult Workspace::runSwap(const RunConfig& c, const std::function<void(double)>& progress) {
   const Workload& w = workload_;
   RunResult r;
   r.config = c;
@@ -435,6 +440,10 @@ RunResult Workspace::runSwap(const RunConfig& c) {
           if (t > 0) mine.writeBytes += 3 * sizeOf(t - 1);
           myTimes.record(static_cast<std::uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - ts).count()));
+          if (rk == 0 && progress) {  // one thread reports, for every rank (they keep pace)
+            progress(w.duration > 0 ? secondsSince(t0) / w.duration
+                                    : static_cast<double>(step * tiles + t + 1) / static_cast<double>(steps * tiles));
+          }
         }
         const int last = static_cast<int>((tiles - 1) % 2) * 3;
         writes.clear();

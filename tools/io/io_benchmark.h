@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -97,7 +98,9 @@ class Workspace {
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
-  RunResult run(const RunConfig& config);
+  // `progress` (may be empty) hears the fraction of the run's bytes or time done, from one
+  // thread at a time, after each request (a tile step in the swap pattern).
+  RunResult run(const RunConfig& config, const std::function<void(double)>& progress = {});
   const Workload& workload() const { return workload_; }
 
  private:
@@ -110,8 +113,8 @@ class Workspace {
   };
   void layout();
   std::shared_ptr<offload::OffloadFile> reopen(const File& f, const RunConfig& c) const;
-  RunResult runSequential(const RunConfig& c);
-  RunResult runSwap(const RunConfig& c);
+  RunResult runSequential(const RunConfig& c, const std::function<void(double)>& progress);
+  RunResult runSwap(const RunConfig& c, const std::function<void(double)>& progress);
 
   Workload workload_;
   MemoryLedger ledger_{"zrt-io"};

@@ -3,8 +3,11 @@
 // swap pattern; single runs, sweeps over lists of settings, and --tune, which prints the best
 // setting as a DeepSpeed `aio` config section. Exit codes: 0 ok, 1 an I/O or verify failure,
 // 2 bad flags.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "svg_plot.h"
+#include "tools/common/progress.h"
 
 using namespace zrt;
 using namespace zrt::iotool;
@@ -104,6 +108,7 @@ struct Flags {
   int files = 1, ranks = 4, requests = 0;
   double duration = 0;
   std::string pattern = "seq", engine = "auto", plot, configFile, hugePages = "on";
+  std::string progress = "auto";
 };
 
 void addFlags(CLI::App& app, Flags& f) {
@@ -156,6 +161,10 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_flag("--csv", f.csv, "CSV with a header line");
   app.add_option("--plot", f.plot, "write an SVG of GB/s against block size and queue depth");
   app.add_flag("--quiet", f.quiet, "no progress or layout messages");
+  app.add_option("--progress", f.progress, "on: one progress bar on stderr rewritten in place; off: "
+                                           "a line as each setting starts and ends; auto: on when "
+                                           "stderr is a terminal")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--config", f.configFile, "a DeepSpeed/ZRT config: its aio section is the "
                                             "setting to run (flags given override it), its "
                                             "nvme_path the default --path");
@@ -257,29 +266,34 @@ std::vector<RunConfig> settingsFrom(const CLI::App& app, Flags f) {
   return configs;
 }
 
+std::string fixedGbps(double gbps) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", gbps);
+  return text;
+}
+
 // Runs each setting in turn; JSON and CSV lines go out as each finishes, so a long sweep shows
 // its results as it goes.
 std::vector<RunResult> runAll(Workspace& ws, const std::vector<RunConfig>& configs,
                               const Flags& f) {
   std::vector<RunResult> results;
-  const bool progress = (f.sweep || f.tune) && !f.quiet;
-  ProgressBar bar(configs.size());
+  const bool progress = !f.quiet;
+  ProgressBar bar(configs.size(), tools::rewriteProgress(f.progress, ::isatty(STDERR_FILENO) == 1));
+  const std::function<void(double)> advance = [&](double fraction) { bar.advance(fraction); };
   if (f.csv) std::cout << csvHeader() << '\n';
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const RunConfig& c = configs[i];
     if (progress) {
-      bar.update(i, zrt::detail::cat(nameOf(c.mode), " bs ", formatBytes(c.blockSize), " qd ",
-                                     c.queueDepth, " threads ", c.threads));
+      bar.start(i, zrt::detail::cat(nameOf(c.mode), " bs ", formatBytes(c.blockSize), " qd ",
+                                    c.queueDepth, " threads ", c.threads));
     }
-    results.push_back(ws.run(c));
+    results.push_back(ws.run(c, progress ? advance : std::function<void(double)>{}));
     const RunResult& r = results.back();
+    if (progress) bar.done(zrt::detail::cat(fixedGbps(r.gbps), " GB/s"));
     if (f.json) std::cout << toJson(r).dump() << std::endl;
     if (f.csv) std::cout << toCsv(r) << std::endl;
   }
-  if (progress) {
-    bar.update(configs.size(), "done");
-    bar.finish();
-  }
+  if (progress) bar.finish();
   return results;
 }
 

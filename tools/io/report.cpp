@@ -1,7 +1,5 @@
 #include "report.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -9,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "tools/common/progress.h"
 
 namespace zrt::iotool {
 namespace {
@@ -169,29 +168,33 @@ nlohmann::json tuneSection(const std::vector<RunResult>& results, std::string* s
             {"overlap_events", true}}}};
 }
 
-ProgressBar::ProgressBar(std::size_t total) : total_(total), tty_(::isatty(2) == 1) {}
+ProgressBar::ProgressBar(std::size_t total, bool rewrite) : total_(total), rewrite_(rewrite) {}
 
-void ProgressBar::update(std::size_t done, const std::string& label) {
-  constexpr std::size_t kWidth = 30;
-  const std::size_t filled = total_ ? std::min(done, total_) * kWidth / total_ : kWidth;
-  // Appended piece by piece: GCC 12 at -O3 warns, wrongly, that `"[" + std::string(...)`
-  // copies overlapping memory (-Wrestrict), a known false positive of its string inlining.
-  std::string bar = "[";
-  bar.append(filled, '#');
-  bar.append(kWidth - filled, '.');
-  bar += "] ";
-  bar += std::to_string(done);
-  bar += '/';
-  bar += std::to_string(total_);
-  bar += ' ';
-  bar += label;
-  if (tty_) std::fprintf(stderr, "\r%-100s", bar.c_str());
-  else std::fprintf(stderr, "%s\n", bar.c_str());
+void ProgressBar::draw(double fraction, const std::string& tail) {
+  const double overall = total_ ? (static_cast<double>(index_) + fraction) / static_cast<double>(total_) : 1;
+  const std::string line = zrt::detail::cat(tools::progressBar(overall), ' ', index_ + (fraction >= 1 ? 1 : 0), '/',
+                                            total_, ' ', label_, tail);
+  if (rewrite_) std::fprintf(stderr, "%s%s", tools::kRewriteLine, line.c_str());
+  else std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
+  lastDraw_ = std::chrono::steady_clock::now();
 }
 
+void ProgressBar::start(std::size_t index, const std::string& label) {
+  index_ = index;
+  label_ = label;
+  draw(0, "");
+}
+
+void ProgressBar::advance(double fraction) {
+  if (!rewrite_ || std::chrono::steady_clock::now() - lastDraw_ < std::chrono::milliseconds(100)) return;
+  draw(std::min(fraction, 0.999), zrt::detail::cat(' ', static_cast<int>(std::min(fraction, 0.999) * 100), '%'));
+}
+
+void ProgressBar::done(const std::string& result) { draw(1, ": " + result); }
+
 void ProgressBar::finish() {
-  if (tty_) std::fprintf(stderr, "\n");
+  if (rewrite_) std::fprintf(stderr, "\n");
 }
 
 }  // namespace zrt::iotool

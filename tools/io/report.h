@@ -3,6 +3,7 @@
 // except ProgressBar, which writes to stderr from one thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,15 +33,29 @@ std::string table(std::vector<RunResult> results);
 // one of read or write measured, the best of that one. Sets *summary to a human line.
 nlohmann::json tuneSection(const std::vector<RunResult>& results, std::string* summary);
 
+// Progress of the settings on stderr. `rewrite` (a terminal; --progress): one bar rewritten in
+// place as each setting moves, at most ten times a second; else a plain line as each setting
+// starts and one as it ends, readable in a log file.
 class ProgressBar {
  public:
-  explicit ProgressBar(std::size_t total);
-  void update(std::size_t done, const std::string& label);
+  ProgressBar(std::size_t total, bool rewrite);
+  // Setting `index` (from 0) of the total begins.
+  void start(std::size_t index, const std::string& label);
+  // The current setting has done `fraction` of its bytes or time (shown only when rewriting).
+  void advance(double fraction);
+  // The current setting ended with `result` ("1.23 GB/s").
+  void done(const std::string& result);
+  // Ends the rewritten line.
   void finish();
 
  private:
+  void draw(double fraction, const std::string& tail);
+
   std::size_t total_;
-  bool tty_;
+  bool rewrite_;
+  std::size_t index_ = 0;
+  std::string label_;
+  std::chrono::steady_clock::time_point lastDraw_{};
 };
 
 }  // namespace zrt::iotool

@@ -46,6 +46,7 @@
 #include "runtime/engine.h"
 #include "runtime/metrics/metrics_report.h"
 #include "runtime/metrics/metrics_server.h"
+#include "tools/common/progress.h"
 #include "step_log.h"
 #include "text_data.h"
 #include "threads.h"
@@ -79,6 +80,8 @@ struct Run {
   std::int64_t startStep = 0;  // steps done before this process: the checkpoint's, else 0
   bool metricsOn = false;      // every rank reports each step; rank 0 serves
   std::unique_ptr<metrics::MetricsServer> metricsServer;
+  metrics::RankMetrics lastReport;           // this rank's previous report (for the io rates)
+  Clock::time_point lastReportAt = Clock::now();
   bool stopped = false;        // --save-on-signal: the ranks agreed to stop at a step boundary
   int stopSignal = 0;          // the signal this rank received (0: only another rank got one)
 };
@@ -273,6 +276,16 @@ void reportMetrics(Run& run, std::int64_t stepsDone, double stepSeconds, double 
   m.ioWaitSeconds = report.ioSeconds;
   metrics::readLedger(run.ledger, m);
   metrics::readCommStats(run.comm->stats(), m);
+  metrics::noteInFlight(run.comm->inFlight(), m);
+  if (const comm::Communicator* lane = run.engine->gatherLane()) {
+    metrics::addCommStats(lane->stats(), m);
+    metrics::noteInFlight(lane->inFlight(), m);
+  }
+  const auto now = Clock::now();
+  if (const auto io = run.engine->ioStats())
+    metrics::readIoStats(*io, run.lastReport, std::chrono::duration<double>(now - run.lastReportAt).count(), m);
+  run.lastReport = m;
+  run.lastReportAt = now;
   const std::vector<metrics::RankMetrics> all = metrics::gatherRankMetrics(*run.comm, m);
   if (run.metricsServer) run.metricsServer->publish(metrics::renderMetrics(all));
 }
@@ -323,6 +336,7 @@ void train(Run& run) {
     return;
   }
   const auto runStart = Clock::now();
+  run.lastReportAt = runStart;  // the first report's io rate covers the first step
   double firstLoss = 0, lastLoss = 0;
   std::optional<double> lastVal;
   // The batches are a function of the step index, so a resumed run picks up the data order
@@ -366,7 +380,7 @@ void train(Run& run) {
     if (rank == 0) {
       if (terminal) {
       // \r and erase-to-end rewrite the progress line; a validation keeps its line on screen.
-        std::printf("\r\x1b[K%s%s", formatStepLine(r, true).c_str(), evaluate ? "\n" : "");
+        std::printf("%s%s%s", tools::kRewriteLine, formatStepLine(r, true).c_str(), evaluate ? "\n" : "");
       } else {
         std::printf("%s\n", formatStepLine(r, false).c_str());
       }

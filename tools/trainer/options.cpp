@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "tools/common/progress.h"
 
 namespace zrt::trainer {
 
@@ -135,9 +136,7 @@ std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
 }
 
 bool progressLine(const Options& o, bool stdoutIsTerminal, bool startedByMpirun) {
-  if (o.progress == "on") return true;
-  if (o.progress == "off") return false;
-  return stdoutIsTerminal && !startedByMpirun;
+  return tools::rewriteProgress(o.progress, stdoutIsTerminal, startedByMpirun);
 }
 
 }  // namespace zrt::trainer

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "runtime/metrics/metrics_report.h"
@@ -81,4 +82,65 @@ TEST_CASE("the report of two ranks: every metric once, a sample per rank, the le
   // Only rank 1 ran a collective; a kind that never ran has no line.
   CHECK(count(text, "zrt_collective_bytes_total{rank=\"1\",op=\"allReduce\"} 1048576\n") == 1);
   CHECK(count(text, "zrt_collective_bytes_total{rank=\"0\"") == 0);
+}
+
+TEST_CASE("busbw, the oldest wait and the NVMe engine's figures, computed by hand for four ranks") {
+  std::vector<RankMetrics> ranks(4);
+  // All-gather on four ranks: 3e9 bytes in 2 s is algbw 1.5 GB/s, busbw 1.5 x 3/4 = 1.125.
+  const auto ag = static_cast<std::size_t>(comm::OpKind::AllGather);
+  ranks[0].collectiveCalls[ag] = 3;
+  ranks[0].collectiveBytes[ag] = 3e9;
+  ranks[0].collectiveSeconds[ag] = 2;
+  // All-reduce: 1e9 bytes in 1 s, busbw 1 x 2 x 3/4 = 1.5.
+  const auto ar = static_cast<std::size_t>(comm::OpKind::AllReduce);
+  ranks[1].collectiveCalls[ar] = 1;
+  ranks[1].collectiveBytes[ar] = 1e9;
+  ranks[1].collectiveSeconds[ar] = 1;
+
+  // Of two lanes' operations the one that has run longer is kept; nothing running changes nothing.
+  noteInFlight({true, comm::OpKind::AllReduce, 0.25}, ranks[2]);
+  noteInFlight({true, comm::OpKind::AllGather, 1.5}, ranks[2]);
+  noteInFlight({true, comm::OpKind::Broadcast, 0.5}, ranks[2]);
+  noteInFlight({}, ranks[2]);
+  CHECK(ranks[2].commOldestOp == static_cast<double>(static_cast<int>(comm::OpKind::AllGather)));
+
+  offload::EngineStats io;
+  io.bytesRead = 3'000'000'000;
+  io.bytesWritten = 500'000'000;
+  io.queueCapacity = 16;
+  io.transfersInFlight = 5;
+  io.maxTransfersInFlight = 12;
+  io.requestsOutstanding = 2;
+  io.oldestRequestSeconds = 0.75;
+  io.oldestRequestDir = offload::IoDir::Write;
+  RankMetrics previous;
+  previous.ioBytesRead = 1e9;
+  readIoStats(io, previous, 2.0, ranks[3]);
+  CHECK(ranks[3].ioReadGBps == doctest::Approx(1.0));    // (3e9 - 1e9) / 2 s
+  CHECK(ranks[3].ioWriteGBps == doctest::Approx(0.25));  // 5e8 / 2 s
+  io.requestsOutstanding = 0;  // nothing outstanding: op none, 0 s, whatever the other fields say
+  RankMetrics idle;
+  readIoStats(io, previous, 0, idle);
+  CHECK(idle.ioOldestDir == -1);
+  CHECK(idle.ioOldestSeconds == 0);
+  CHECK(idle.ioReadGBps == 0);
+
+  const std::string text = renderMetrics(ranks);
+  CHECK(count(text, "# TYPE zrt_collective_busbw_gbps gauge\n") == 1);
+  CHECK(count(text, "zrt_collective_busbw_gbps{rank=\"0\",op=\"allGather\"} 1.125\n") == 1);
+  CHECK(count(text, "zrt_collective_busbw_gbps{rank=\"1\",op=\"allReduce\"} 1.5\n") == 1);
+  CHECK(count(text, "# TYPE zrt_oldest_wait_seconds gauge\n") == 1);
+  CHECK(count(text, "zrt_oldest_wait_seconds{rank=\"0\",source=\"comm\",op=\"none\"} 0\n") == 1);
+  CHECK(count(text, "zrt_oldest_wait_seconds{rank=\"2\",source=\"comm\",op=\"allGather\"} 1.5\n") == 1);
+  CHECK(count(text, "zrt_oldest_wait_seconds{rank=\"3\",source=\"io\",op=\"write\"} 0.75\n") == 1);
+  // Only rank 3 has an NVMe engine: only it has io lines.
+  CHECK(count(text, "zrt_io_bytes_total{rank=\"3\",dir=\"read\"} 3000000000\n") == 1);
+  CHECK(count(text, "zrt_io_bytes_total{rank=\"3\",dir=\"write\"} 500000000\n") == 1);
+  CHECK(count(text, "zrt_io_gbps{rank=\"3\",dir=\"read\"} 1\n") == 1);
+  CHECK(count(text, "zrt_io_queue_capacity{rank=\"3\"} 16\n") == 1);
+  CHECK(count(text, "zrt_io_transfers_in_flight{rank=\"3\"} 5\n") == 1);
+  CHECK(count(text, "zrt_io_transfers_in_flight_max{rank=\"3\"} 12\n") == 1);
+  CHECK(count(text, "zrt_io_requests_outstanding{rank=\"3\"} 2\n") == 1);
+  CHECK(count(text, "zrt_io_bytes_total{rank=\"0\"") == 0);
+  CHECK(count(text, "source=\"io\"") == 1);
 }

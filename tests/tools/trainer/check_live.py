@@ -5,11 +5,15 @@
       A stage-2 run with --metrics-port on a free loopback port: the endpoint is scraped with
       urllib while the job runs. Both ranks' lines are there, once per metric a HELP and a TYPE,
       the step count grows between two scrapes, losses are finite and equal to the step's logged
-      loss, and the ledger's parameter and optimizer-state bytes equal rank 0's memory table
+      loss, busbw equals the counters times nccl-tests' factor, the oldest collective wait is
+      non-negative (0 exactly when none), no NVMe engine lines without NVMe offload, and the ledger's
+      parameter and optimizer-state bytes equal rank 0's memory table
       printed at the end (the run is stopped by SIGUSR1 with --save-on-signal after the second
       scrape, so its length does not depend on the machine's speed). A port already taken: exit 2 before training, naming address:port.
   check_live.py --mode signal --configs DIR -- MPIEXEC... ZRT_TRAIN
-      A stage-3 NVMe-offload run (its nvme_path a temporary directory) with --save-on-signal:
+      A stage-3 NVMe-offload run (its nvme_path a temporary directory) with --save-on-signal
+      (the first also serves metrics: after three steps each rank's NVMe bytes are positive, its
+      queue in use within the engine's capacity, its oldest waits non-negative):
       SIGTERM to one rank only after a few steps (as a scheduler's signal may reach the ranks at
       different times); the job says where it stopped, exits 3, leaves the checkpoint of that
       step and no swap file; --resume from it logs the next step first. Then the same with
@@ -139,6 +143,10 @@ def metrics(a):
                     fail(f"rank {r}: step time not positive or loss scale not 1 in fp32")
                 if get(s, "zrt_collective_bytes_total", rank=r, op="allGather") <= 0:
                     fail(f"rank {r}: no all-gather bytes")
+                check_comm_live(s, r)
+            engine = [n for n, k in s if n in IO_ENGINE_METRICS or ("source", "io") in k]
+            if engine:
+                fail(f"NVMe engine metrics in a run without NVMe offload: {sorted(set(engine))}")
         print(f"scraped steps {int(n1)} then {int(steps_done(second))}; both ranks present")
         # The table rank 0 prints at the end; its parameter and optimizer-state rows do not change
         # after set-up, so the scraped bytes must equal them.
@@ -164,6 +172,62 @@ def metrics(a):
         if r.returncode != 2 or want not in r.stderr or "step 1/" in r.stdout:
             fail(f"a taken port: exit {r.returncode}, want 2 before training with '{want}'", r.stdout + r.stderr)
         print(f"a taken port: exit 2, '{want}'")
+
+
+# Served only with an NVMe engine (zrt_io_wait_seconds, the step's wait on NVMe, always is).
+IO_ENGINE_METRICS = {"zrt_io_bytes_total", "zrt_io_gbps", "zrt_io_queue_capacity", "zrt_io_transfers_in_flight",
+                     "zrt_io_transfers_in_flight_max", "zrt_io_requests_outstanding"}
+
+
+def one(s, name, **labels):
+    """The value of the one sample of `name` whose labels include `labels`, and its labels."""
+    found = [(dict(k), v) for (n, k), v in s.items() if n == name and set(labels.items()) <= k]
+    if len(found) != 1:
+        fail(f"{len(found)} samples of {name}{labels}, want 1")
+    return found[0][1], found[0][0]
+
+
+def check_comm_live(s, r):
+    """Rank r's busbw and oldest collective wait (docs/metrics.md)."""
+    ops = sorted(dict(k)["op"] for (n, k) in s if n == "zrt_collective_calls_total" and ("rank", r) in k)
+    if "allGather" not in ops:
+        fail(f"rank {r}: no all-gather counted (the metrics gather is one)")
+    for op in ops:
+        # busbw follows from the counters with nccl-tests' factor on 2 ranks: 2(n-1)/n = 1 for
+        # all-reduce, (n-1)/n = 1/2 for reduce-scatter and all-gather, 1 broadcast, 0 barrier.
+        busbw = get(s, "zrt_collective_busbw_gbps", rank=r, op=op)
+        factor = {"allReduce": 1.0, "reduceScatter": 0.5, "allGather": 0.5, "broadcast": 1.0, "barrier": 0.0}[op]
+        if factor == 0:
+            continue
+        want = get(s, "zrt_collective_bytes_total", rank=r, op=op) / \
+            get(s, "zrt_collective_seconds_total", rank=r, op=op) / 1e9 * factor
+        if not busbw > 0 or abs(busbw - want) > 1e-9 * want:
+            fail(f"rank {r}: {op} busbw {busbw} GB/s, the counters give {want}")
+    print(f"rank {r}: busbw for {', '.join(ops)} equals bytes / seconds x factor")
+    wait, labels = one(s, "zrt_oldest_wait_seconds", rank=r, source="comm")
+    if not (wait >= 0 and math.isfinite(wait)) or (labels["op"] == "none") != (wait == 0):
+        fail(f"rank {r}: oldest collective wait {wait} s for op {labels['op']}")
+
+
+def check_io_live(s, r):
+    """Rank r's NVMe engine figures in an NVMe-offload run, after a few steps."""
+    for d in ("read", "write"):
+        if not get(s, "zrt_io_bytes_total", rank=r, dir=d) > 0:
+            fail(f"rank {r}: no NVMe {d} bytes after three steps")
+        if not get(s, "zrt_io_gbps", rank=r, dir=d) >= 0:
+            fail(f"rank {r}: negative NVMe {d} rate")
+    cap = get(s, "zrt_io_queue_capacity", rank=r)
+    now = get(s, "zrt_io_transfers_in_flight", rank=r)
+    most = get(s, "zrt_io_transfers_in_flight_max", rank=r)
+    if not (cap >= 1 and 0 <= now <= most <= cap and most >= 1):
+        fail(f"rank {r}: queue in use {now}, most {most}, capacity {cap}")
+    outstanding = get(s, "zrt_io_requests_outstanding", rank=r)
+    wait, labels = one(s, "zrt_oldest_wait_seconds", rank=r, source="io")
+    if outstanding < 0 or wait < 0 or (labels["op"] == "none") != (outstanding == 0):
+        fail(f"rank {r}: {outstanding} requests outstanding, oldest wait {wait} s for op {labels['op']}")
+    print(f"rank {r}: NVMe read {int(get(s, 'zrt_io_bytes_total', rank=r, dir='read'))} B, written "
+          f"{int(get(s, 'zrt_io_bytes_total', rank=r, dir='write'))} B, most in flight {int(most)} of {int(cap)}, "
+          f"oldest io wait {wait} s ({labels['op']})")
 
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -232,6 +296,9 @@ def stop_and_resume(a, how):
         base = ["-np", "2", a.trainer, "--config", cfg, "--progress", "off", "--eval-every", "0",
                 "--save-dir", save] + TINY
         cmd = a.mpiexec + base + ["--steps", "100000", "--save-on-signal", "--json-log", log]
+        port = free_port() if how == "SIGTERM to rank 1" else None
+        if port:
+            cmd += ["--metrics-port", str(port)]  # the NVMe engine's figures, scraped live
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         def logged():
@@ -243,6 +310,13 @@ def stop_and_resume(a, how):
         wait_for(logged, "3 logged steps", p)
         if not leftovers(nvme):
             fail("no swap file while training: the test would prove nothing")
+        if port:
+            text = wait_for(lambda: (lambda t: t if steps_done(t) >= 3 else None)(scrape(port)),
+                            "a report of step 3 on /metrics", p)
+            s = samples(text)
+            for r in ("0", "1"):
+                check_io_live(s, r)
+                check_comm_live(s, r)
         if how == "SIGUSR1 to mpirun":
             p.send_signal(signal.SIGUSR1)
             name = "SIGUSR1"
