@@ -94,6 +94,14 @@ void NcclCommunicator::abort() {
   comm_.abort();
 }
 
+InFlight NcclCommunicator::inFlight() const {
+  std::lock_guard lock(mu_);
+  if (inFlight_.empty()) return {};
+  const Pending& f = inFlight_.front();
+  return {true, f.kind,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - f.posted).count()};
+}
+
 void NcclCommunicator::setOnTimeout(std::function<void(const std::string&)> onTimeout) {
   std::lock_guard lock(mu_);
   onTimeout_ = std::move(onTimeout);
@@ -120,7 +128,7 @@ Work NcclCommunicator::post(Collective op) {
   state->setDevicePoll([done] { return done->query(); }, done);
   {
     std::lock_guard lock(mu_);
-    inFlight_.push_back(InFlight{done, text, op.kind, opBytes(op), std::chrono::steady_clock::now()});
+    inFlight_.push_back(Pending{done, text, op.kind, opBytes(op), std::chrono::steady_clock::now()});
   }
   return Work(state);
 }
@@ -218,7 +226,7 @@ void NcclCommunicator::watch() {
     // Polls the oldest operation's event every millisecond (operations finish in order).
     cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_; });
     while (!inFlight_.empty()) {
-      InFlight& f = inFlight_.front();
+      Pending& f = inFlight_.front();
       bool done = false;
       try {
         done = f.done->query();

@@ -48,6 +48,9 @@ class NcclCommunicator final : public Communicator {
   Work post(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
+  // The oldest operation not yet finished on the comm stream, timed from its post (a stream
+  // does not say when its work starts).
+  InFlight inFlight() const override;
 
   // Tears the communicator down at once (a post waiting on NCCL gives up first); later
   // operations fail with PeerError.
@@ -57,7 +60,7 @@ class NcclCommunicator final : public Communicator {
   void setOnTimeout(std::function<void(const std::string&)> onTimeout);
 
  private:
-  struct InFlight {
+  struct Pending {
     std::shared_ptr<Event> done;
     std::string description;
     OpKind kind;
@@ -81,9 +84,9 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_{600'000};
 
   std::mutex postMu_;  // serialises posts and abort (the NCCL calls on comm_)
-  std::mutex mu_;      // inFlight_, onTimeout_, stop_
+  mutable std::mutex mu_;  // inFlight_, onTimeout_, stop_
   std::condition_variable cv_;
-  std::deque<InFlight> inFlight_;
+  std::deque<Pending> inFlight_;
   std::function<void(const std::string&)> onTimeout_;
   bool stop_ = false;
   std::thread watchdog_;
