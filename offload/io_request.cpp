@@ -17,7 +17,8 @@ void IoRequest::pieceIssued() {
   ++piecesOutstanding;
 }
 
-bool IoRequest::pieceFinished(std::uint64_t bytes, std::exception_ptr err) {
+bool IoRequest::pieceFinished(std::uint64_t bytes, std::exception_ptr err,
+                              const Retired& retired) {
   std::unique_lock lock(mu);
   --piecesOutstanding;
   ++piecesDone;
@@ -27,25 +28,26 @@ bool IoRequest::pieceFinished(std::uint64_t bytes, std::exception_ptr err) {
     if (!error) error = err;
   }
   if (!allIssued || piecesOutstanding != 0) return false;
-  completeLocked(lock);
+  completeLocked(lock, retired);
   return true;
 }
 
-bool IoRequest::markAllIssued() {
+bool IoRequest::markAllIssued(const Retired& retired) {
   std::unique_lock lock(mu);
   if (allIssued) return false;
   allIssued = true;
   if (piecesOutstanding != 0) return false;
-  completeLocked(lock);
+  completeLocked(lock, retired);
   return true;
 }
 
-void IoRequest::completeLocked(std::unique_lock<std::mutex>& lock) {
+void IoRequest::completeLocked(std::unique_lock<std::mutex>& lock, const Retired& retired) {
   if (!error && bytesDone != len) {
     // Every piece reported success yet the bytes do not add up: a bug, never a success.
     error = std::make_exception_ptr(Error(zrt::detail::cat(
         "internal error: ", describe(), " finished with ", bytesDone, " of ", len, " bytes")));
   }
+  if (retired) retired(*this);
   done = true;
   auto callback = std::move(onComplete);
   const std::exception_ptr err = error;

@@ -60,13 +60,16 @@ struct IoRequest {
     std::lock_guard lock(mu);
     return cancelled;
   }
-  // Called by the engine. The last two return true when their call completed the request.
+  // Called by the engine. The last two return true when their call completed the request;
+  // `retired` then runs before any waiter can see it done, so the engine's own accounting of
+  // the request (its counters, its list of outstanding requests) is settled when wait() returns.
+  using Retired = std::function<void(const IoRequest&)>;
   void pieceIssued();
-  bool pieceFinished(std::uint64_t bytes, std::exception_ptr err);
-  bool markAllIssued();
+  bool pieceFinished(std::uint64_t bytes, std::exception_ptr err, const Retired& retired);
+  bool markAllIssued(const Retired& retired);
 
  private:
-  void completeLocked(std::unique_lock<std::mutex>& lock);
+  void completeLocked(std::unique_lock<std::mutex>& lock, const Retired& retired);
 };
 
 }  // namespace detail

@@ -130,6 +130,8 @@ struct OffloadEngine::Impl {
   std::map<std::uint64_t, std::pair<Clock::time_point, IoDir>> outstanding;  // by seq
 
   void retire(const IoRequest& req);
+  // What a finished request's `retired` hook does on `ring`: retire it and count it.
+  IoRequest::Retired counted(Ring& ring);
 
   void runRing(Ring& ring, std::promise<void>& ready);
   void loop(Ring& ring);
@@ -203,13 +205,7 @@ void OffloadEngine::Impl::loop(Ring& ring) {
     }
     // Outside the scheduler lock: completing a request may run its callback, which may
     // submit more work.
-    for (auto& req : exhausted) {
-      if (req->markAllIssued()) {
-        retire(*req);
-        std::lock_guard lock(ring.statsMu);
-        ++ring.stats.requests;
-      }
-    }
+    for (auto& req : exhausted) req->markAllIssued(counted(ring));
     exhausted.clear();
 
     queuePieces(ring);
@@ -407,11 +403,7 @@ void OffloadEngine::Impl::finish(Ring& ring, Piece& p, std::exception_ptr err) {
   auto request = std::move(p.req);
   ring.free.push_back(&p);
   inFlight.fetch_sub(1);
-  if (request->pieceFinished(err ? 0 : p.logical, err)) {
-    retire(*request);
-    std::lock_guard lock(ring.statsMu);
-    ++ring.stats.requests;
-  }
+  request->pieceFinished(err ? 0 : p.logical, err, counted(ring));
 }
 
 // The ring's engine threw (a failed submit or wait): it cannot be trusted with more work.
@@ -458,7 +450,7 @@ void OffloadEngine::Impl::breakRing(Ring& ring, std::exception_ptr err) {
     takeLocked(ring, exhausted);      // fails the queued requests (fatal is set)
   }
   for (auto& req : exhausted) {
-    if (req->markAllIssued()) retire(*req);
+    req->markAllIssued([this](const IoRequest& r) { retire(r); });
   }
   workCv.notify_all();
 }
@@ -466,6 +458,14 @@ void OffloadEngine::Impl::breakRing(Ring& ring, std::exception_ptr err) {
 void OffloadEngine::Impl::retire(const IoRequest& req) {
   std::lock_guard lock(outstandingMu);
   outstanding.erase(req.seq);
+}
+
+IoRequest::Retired OffloadEngine::Impl::counted(Ring& ring) {
+  return [this, &ring](const IoRequest& req) {
+    retire(req);
+    std::lock_guard lock(ring.statsMu);
+    ++ring.stats.requests;
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -505,7 +505,7 @@ IoHandle OffloadEngine::Impl::submit(IoDir dir, std::shared_ptr<OffloadFile> fil
   }
   IoHandle handle(req);
   if (len == 0) {
-    req->markAllIssued();
+    req->markAllIssued({});
     return handle;
   }
   std::vector<Ring*> toWake;
