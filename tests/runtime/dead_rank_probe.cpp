@@ -4,7 +4,8 @@
 // step are posted) and says so with its pid, so dead_rank_test.sh can SIGKILL it while every
 // other rank waits in a collective for it. With "throw", rank VICTIM instead throws there, as a
 // caller's own code can fail mid-step, and unwinds through the Engine's destructors while its
-// peers wait in the step's collectives. Each rank first prints "rank R pid P".
+// peers wait in the step's collectives; VICTIM -1 makes every rank throw there together, as an
+// error every rank agrees on does. Each rank first prints "rank R pid P".
 #include <unistd.h>
 
 #include <chrono>
@@ -65,8 +66,8 @@ int main(int argc, char** argv) {
             test::storeValue(g[t].dtype, g[t].data, i,
                              static_cast<float>(engine.gradientSeed() *
                                                 std::sin(test::loadValue(p[t].dtype, p[t].data, i))));
-        if (comm.rank() == victim && step == stallStep && mod == 1 && throws) {
-          std::printf("rank %d throws in step %d, module %zu (pid %d)\n", victim, step, mod,
+        if ((comm.rank() == victim || victim < 0) && step == stallStep && mod == 1 && throws) {
+          std::printf("rank %d throws in step %d, module %zu (pid %d)\n", comm.rank(), step, mod,
                       static_cast<int>(::getpid()));
           std::fflush(stdout);
           throw InvalidArgument(detail::cat("the caller's backward of module ", mod, " failed"));

@@ -11,6 +11,8 @@
 # MODE throw: the rank is not killed; its own code throws there instead and unwinds through the
 #   Engine's destructors while its peers wait (comm/mpi/left_peers.h). Its error must be printed
 #   and the same checks hold.
+# MODE agreed: every rank throws there together (an error the ranks agreed on): each prints its
+#   error and the job ends at once with the program's status, without the grace of MODE throw.
 set -euo pipefail
 mode=$1
 shift
@@ -39,6 +41,7 @@ event=stalls
 case "$mode" in
   mpirun) ;;
   throw) probe_args=(throw); event=throws ;;
+  agreed) probe_args=(throw); event=throws; victim=-1 ;;
   recovery) export OMPI_MCA_orte_enable_recovery=1 ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
@@ -46,6 +49,27 @@ esac
 export ZRT_COMM_TIMEOUT_S=600
 "${mpi[@]}" -np "$ranks" "$probe" "$dir" "$victim" 3 "${probe_args[@]}" >"$log" 2>&1 &
 job=$!
+if [ "$mode" = agreed ]; then
+  for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && fail "the job was still running 60 s after it started"
+  status=0
+  wait "$job" || status=$?
+  job=
+  cat "$log"
+  echo "---- checks"
+  [ "$status" != 0 ] || fail "mpirun exited with status 0 although every rank failed"
+  for r in $(seq 0 $((ranks - 1))); do
+    grep -q "^rank $r throws in step 3" "$log" || fail "rank $r did not reach its throw"
+  done
+  n=$(grep -c "^dead_rank_probe: .*the caller's backward of module 1 failed" "$log" || true)
+  [ "$n" = "$ranks" ] || fail "expected $ranks ranks to print their error, found $n"
+  ! grep -q "MPI_Finalize waited" "$log" || fail "a rank waited out the grace although every rank threw"
+  ! grep -q "peer lost" "$log" || fail "a rank reported a lost peer although every rank threw"
+  left=$(find "$dir" -mindepth 1 | wc -l)
+  [ "$left" = 0 ] || { find "$dir"; fail "$left swap files or directories left behind"; }
+  echo "ok: every rank printed its error and finalised; no grace waited out; no swap file left"
+  exit 0
+fi
 for _ in $(seq 1 600); do
   grep -q "^rank $victim $event" "$log" && break
   kill -0 "$job" 2>/dev/null || fail "the job ended before rank $victim stalled"
@@ -81,7 +105,9 @@ echo "---- checks (the job ended ${took} ms after rank $victim was killed or thr
 if [ "$mode" = throw ]; then
   grep -q "^dead_rank_probe: .*the caller's backward of module 1 failed" "$log" ||
     fail "rank $victim's own error was not printed"
-  echo "ok: rank $victim printed its own error"
+  grep -q "^\[zrt rank $victim\] error: MPI_Finalize waited [0-9.]* s (ZRT_UNWIND_GRACE_S) for peers" "$log" ||
+    fail "rank $victim did not say why it ended itself"
+  echo "ok: rank $victim printed its own error, then ended itself with a message"
 fi
 for r in $(seq 0 $((ranks - 1))); do
   [ "$r" = "$victim" ] && continue
