@@ -1,7 +1,6 @@
 #include "comm/allgather_bucketer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -21,13 +20,21 @@ AllGatherBucketerOptions AllGatherBucketerOptions::fromZeroConfig(const ZeroConf
   return o;
 }
 
+std::uint64_t bucketPackBytes(const GatherPlan& plan, DType dtype) {
+  std::uint64_t elements = 0;
+  for (const GatherBucket& b : plan.buckets)
+    if (b.pieces.size() > 1) elements += b.perRank * (1 + static_cast<std::uint64_t>(plan.worldSize));
+  return elements * dtypeSize(dtype);
+}
+
 AllGatherBucketer::AllGatherBucketer(Communicator& comm, std::span<const std::size_t> itemNumels,
                                      AllGatherBucketerOptions options)
     : comm_(comm),
       options_(options),
       plan_(planAllGatherBuckets(itemNumels, comm.size(), options.allgatherBucketSize,
                                  options.shardAlignElements)),
-      es_(dtypeSize(options.dtype)) {
+      es_(dtypeSize(options.dtype)),
+      queue_(options.device) {
   lastBucket_.assign(itemNumels.size(), 0);
   for (std::size_t k = 0; k < plan_.buckets.size(); ++k)
     for (const GatherPiece& p : plan_.buckets[k].pieces) lastBucket_[p.item] = k;
@@ -35,11 +42,23 @@ AllGatherBucketer::AllGatherBucketer(Communicator& comm, std::span<const std::si
   works_.resize(plan_.buckets.size());
   send_.resize(plan_.buckets.size());
   recv_.resize(plan_.buckets.size());
+  const auto world = static_cast<std::size_t>(comm.size());
+  std::uint64_t bytes = 0;
+  for (std::size_t k = 0; k < plan_.buckets.size(); ++k) {
+    const GatherBucket& b = plan_.buckets[k];
+    if (b.pieces.size() < 2) continue;
+    send_[k] = comm.allocateBuffer(b.perRank * es_);
+    recv_[k] = comm.allocateBuffer(b.perRank * world * es_);
+    bytes += send_[k].bytes() + recv_[k].bytes();
+  }
+  ZRT_ENFORCE_EQ(bytes, bucketPackBytes(plan_, options_.dtype));
+  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
 }
 
 AllGatherBucketer::~AllGatherBucketer() {
   try {
     finish();
+    queue_.fence();
   } catch (const std::exception& e) {
     logError(detail::cat("all-gather bucketer: a bucket failed while shutting down: ", e.what()));
   }
@@ -72,14 +91,13 @@ void AllGatherBucketer::post(std::size_t k) {
                                      fulls_[p.item], counts, options_.dtype, displs);
     return;
   }
-  send_[k].resize(b.perRank * es_);
-  recv_[k].resize(b.perRank * static_cast<std::size_t>(world) * es_);
   std::size_t at = 0;
   for (const GatherPiece& p : b.pieces) {
-    std::memcpy(send_[k].data() + at, static_cast<const char*>(shards_[p.item]) + p.shardOffset * es_,
+    queue_.copy(send_[k].as<char>() + at, static_cast<const char*>(shards_[p.item]) + p.shardOffset * es_,
                 p.length * es_);
     at += p.length * es_;
   }
+  queue_.fence();  // packed before the collective reads it
   works_[k] = comm_.allGatherAsync(send_[k].data(), recv_[k].data(), b.perRank, options_.dtype);
 }
 
@@ -101,16 +119,15 @@ void AllGatherBucketer::waitBucket(std::size_t k) {
   if (b.pieces.size() == 1) return;
   const int world = comm_.size();
   for (int r = 0; r < world; ++r) {
-    const char* src = recv_[k].data() + static_cast<std::size_t>(r) * b.perRank * es_;
+    const char* src = recv_[k].as<char>() + static_cast<std::size_t>(r) * b.perRank * es_;
     for (const GatherPiece& p : b.pieces) {
-      std::memcpy(static_cast<char*>(fulls_[p.item]) +
+      queue_.copy(static_cast<char*>(fulls_[p.item]) +
                       (static_cast<std::size_t>(r) * plan_.shardCount[p.item] + p.shardOffset) * es_,
                   src, p.length * es_);
       src += p.length * es_;
     }
   }
-  std::vector<char>().swap(send_[k]);
-  std::vector<char>().swap(recv_[k]);
+  queue_.fence();  // the caller uses the bucket's parameters once this returns
 }
 
 void AllGatherBucketer::finish() {

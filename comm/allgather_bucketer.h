@@ -8,6 +8,10 @@
 // With overlap_comm every bucket is posted at start() and waitBucket(k) returns as soon as
 // bucket k is in place (use the parameters it holds while later buckets travel); without it,
 // start() runs the buckets one after another.
+// With a Device (options.device) the shards and full buffers are that device's memory, packed and
+// unpacked only through one of its streams (comm/device_queue.h). The pack buffers of
+// multi-piece buckets are communicator buffers allocated once, at construction (collective), and
+// reused by every round; bucketPackBytes() says how many bytes they are.
 // Thread-safety: one thread drives a bucketer.
 #pragma once
 
@@ -18,7 +22,9 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/communicator.h"
+#include "comm/device_queue.h"
 #include "core/config/config.h"
+#include "core/memory_ledger.h"
 #include "core/shard.h"
 
 namespace zrt::comm {
@@ -29,11 +35,17 @@ struct AllGatherBucketerOptions {
   bool overlapComm = false;
   DType dtype = DType::F32;
   std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
+  Device* device = nullptr;       // where shards and full buffers live; null: host memory
+  MemoryLedger* ledger = nullptr;  // charged for the pack buffers (CommBuckets, kBucketMemoryPlace)
 
   // Stages 1/2: allgather_bucket_size; stage 3: stage3_prefetch_bucket_size, where 0 (no
   // prefetch) gathers each parameter on its own.
   static AllGatherBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
 };
+
+// The pack buffers a bucketer over `plan` holds on each rank: for every bucket of several pieces,
+// its send buffer (perRank elements) and its receive buffer (perRank · world elements).
+std::uint64_t bucketPackBytes(const GatherPlan& plan, DType dtype);
 
 class AllGatherBucketer {
  public:
@@ -65,7 +77,10 @@ class AllGatherBucketer {
   std::vector<void*> fulls_;
   std::vector<Work> works_;
   std::vector<bool> done_;
-  std::vector<std::vector<char>> send_, recv_;  // packed buckets
+  std::vector<CommBuffer> send_, recv_;  // packed buckets (empty for one-piece buckets)
+  LedgerCharge charge_;
+  // Last: destroyed first, once its stream has finished the work that uses the buffers above.
+  DeviceQueue queue_;
 };
 
 }  // namespace zrt::comm

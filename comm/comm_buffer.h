@@ -9,7 +9,18 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/memory_ledger.h"
+
 namespace zrt::comm {
+
+// Where the bucketers' communicator buffers (reduce staging, gather packing) live: host memory
+// with every backend ZRT has (the MPI backend's shared windows, the threads backend's and NCCL's
+// default CommBuffer::host), so they are charged to host memory. zrt-plan places comm buckets by
+// this constant, so plan and ledger move together when a backend allocates its buffers on a GPU
+// (as NCCL's ncclMemAlloc would): then this rule becomes a function of the communicator. What a
+// bucketer keeps on the caller's side (its accumulation memory) is on the caller's device when
+// it has one.
+inline constexpr MemPlace kBucketMemoryPlace = MemPlace::Host;
 
 class CommBuffer {
  public:

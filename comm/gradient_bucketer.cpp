@@ -61,7 +61,11 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
     : comm_(comm),
       options_(options),
       plan_(planGradientBuckets(numels, options.reduceBucketSize)),
-      es_(dtypeSize(options.dtype)) {
+      es_(dtypeSize(options.dtype)),
+      queue_(options.device) {
+  if (options_.device && !options_.output)
+    ZRT_THROW(InvalidArgument, "gradient bucketer: a bucketer on ", options_.device->name(),
+              " needs the caller's output buffer on that device");
   if (options_.stage < 0 || options_.stage > 3)
     ZRT_THROW(InvalidArgument, "ZeRO stage must be 0, 1, 2 or 3, got ", options_.stage);
   if (options_.gradientAccumulationSteps < 1)
@@ -89,9 +93,9 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
     if (options_.output) {
       shardBase_ = static_cast<char*>(options_.output);
     } else {
-      shardOut_.assign(shardLen_ * es_, 0);
+      shardOut_ = queue_.allocate(shardLen_ * es_);
       shardBase_ = shardOut_.data();
-      bytes = shardOut_.size();
+      bytes = shardOut_.bytes();
     }
     for (std::size_t i = 0; i < slots; ++i) ring_.push_back(comm.allocateBuffer(plan_.maxBucketNumel * es_));
     recvTemp_.resize(slots);
@@ -115,6 +119,7 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
 GradientBucketer::~GradientBucketer() {
   try {
     waitAllLaunched();
+    queue_.fence();
   } catch (const std::exception& e) {
     logError(detail::cat("gradient bucketer: a bucket failed while shutting down: ", e.what()));
   }
@@ -125,16 +130,17 @@ void GradientBucketer::allocateAccumulation() {
   accumulationAllocated_ = true;
   std::uint64_t bytes = 0;
   if (!sharded()) {
-    acc_.resize(plan_.totalNumel * es_);
-    bytes = acc_.size();
+    acc_ = queue_.allocate(plan_.totalNumel * es_);
+    bytes = acc_.bytes();
   } else {
     const std::vector<std::size_t> most = receiveElements(plan_, ring_.size(), shard_);
     for (std::size_t s = 0; s < ring_.size(); ++s) {
-      recvTemp_[s].resize(most[s] * es_);
-      bytes += recvTemp_[s].size();
+      recvTemp_[s] = queue_.allocate(most[s] * es_);
+      bytes += recvTemp_[s].bytes();
     }
   }
-  if (options_.ledger)
+  // Device memory is charged by the device itself, on the device.
+  if (options_.ledger && !queue_.device())
     accumulationCharge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
 }
 
@@ -146,10 +152,12 @@ void GradientBucketer::beginBackward(bool accumulate) {
   exposedSeconds_ = 0;
   if (accumulate) allocateAccumulation();
   if (!sharded() && accumulate && !resultInAcc_) {
-    // The running sum moves out of the flat buffer, which this pass overwrites.
-    if (!acc_.empty()) std::memcpy(acc_.data(), flatBase_, acc_.size());
+    // The running sum moves out of the flat buffer, which this pass overwrites (the caller may
+    // write into it as soon as this returns: hence the fence below).
+    queue_.copy(acc_.data(), flatBase_, acc_.bytes());
     resultInAcc_ = true;
   }
+  queue_.fence();
   if (!sharded() && !accumulate) resultInAcc_ = false;
   std::fill(ready_.begin(), ready_.end(), false);
   std::fill(gradPtr_.begin(), gradPtr_.end(), nullptr);
@@ -194,18 +202,18 @@ void GradientBucketer::gradientReady(std::size_t tensor, const void* grad) {
   if (options_.contiguousGradients && numel > 0) {
     const std::size_t at = (plan_.offset[tensor] - plan_.buckets[b].begin) * es_;
     if (!sharded()) {
-      char* dst = bucketBase(b) + at;
-      if (dst != grad) std::memcpy(dst, grad, numel * es_);
+      copyIn(tensor, bucketBase(b) + at, grad);
     } else {
       // Its staging buffer is free, or held by the bucket K before it once that one launched
       // (buckets launch in order, so claiming never waits on a bucket that cannot launch).
       if (b < nextLaunch_ + ring_.size()) {
         claimSlot(b);
-        std::memcpy(bucketBase(b) + at, grad, numel * es_);
+        copyIn(tensor, bucketBase(b) + at, grad);
       } else {
         // Out of order, far ahead: its staging buffer still belongs to an earlier bucket that
         // has not launched. Keep a copy until this bucket launches.
-        early_[tensor].assign(static_cast<const char*>(grad), static_cast<const char*>(grad) + numel * es_);
+        early_[tensor].resize(numel * es_);
+        copyIn(tensor, early_[tensor].data(), grad);
       }
     }
   } else {
@@ -213,6 +221,13 @@ void GradientBucketer::gradientReady(std::size_t tensor, const void* grad) {
   }
   --pending_[b];
   launchReady();
+}
+
+// The caller may reuse the gradient's memory once gradientReady returns, so a copy through the
+// device is waited for here.
+void GradientBucketer::copyIn(std::size_t tensor, char* dst, const void* grad) {
+  queue_.copy(dst, grad, plan_.numel[tensor] * es_);
+  queue_.fence();
 }
 
 void GradientBucketer::launchReady() {
@@ -225,12 +240,13 @@ void GradientBucketer::launch(std::size_t bucket) {
   char* base = bucketBase(bucket);
   for (std::size_t t : b.tensors) {  // pack what was not copied on arrival
     const std::size_t at = (plan_.offset[t] - b.begin) * es_, bytes = plan_.numel[t] * es_;
-    if (gradPtr_[t] && bytes && gradPtr_[t] != base + at) std::memcpy(base + at, gradPtr_[t], bytes);
-    if (!early_[t].empty()) {
-      std::memcpy(base + at, early_[t].data(), bytes);
-      early_[t].clear();
-    }
+    if (gradPtr_[t]) queue_.copy(base + at, gradPtr_[t], bytes);
+    if (!early_[t].empty()) queue_.copy(base + at, early_[t].data(), bytes);
   }
+  // The collective reads the bucket (and a reused receive buffer is written) only once the
+  // copies and the adds queued before it are done.
+  queue_.fence();
+  for (std::size_t t : b.tensors) early_[t].clear();
   if (!sharded()) {
     works_[bucket] = comm_.allReduceAsync(base, b.numel(), options_.dtype);
   } else {
@@ -246,7 +262,7 @@ void GradientBucketer::launch(std::size_t bucket) {
     char* recv;
     if (accumulate_) {
       auto& temp = recvTemp_[bucket % ring_.size()];
-      ZRT_ENFORCE(temp.size() >= mine * es_, "gradient bucketer: receive buffer of ", temp.size(),
+      ZRT_ENFORCE(temp.bytes() >= mine * es_, "gradient bucketer: receive buffer of ", temp.bytes(),
                   " bytes for a piece of ", mine * es_);
       recv = temp.data();
     } else {
@@ -274,8 +290,8 @@ void GradientBucketer::complete(std::size_t bucket) {
     const std::size_t lo = std::max(b.begin, shard_.begin);
     const std::size_t hi = std::min(b.end, shard_.begin + shardLen_);
     if (hi > lo)
-      addDivided(options_.dtype, shardBase_ + (lo - shard_.begin) * es_,
-                 recvTemp_[s].data(), hi - lo, divisor_);
+      queue_.addDivided(options_.dtype, shardBase_ + (lo - shard_.begin) * es_,
+                        recvTemp_[s].data(), hi - lo, divisor_);
   }
   if (slotOwner_[s] == bucket) slotOwner_[s] = kNone;
 }
@@ -310,12 +326,13 @@ void GradientBucketer::finishBackward() {
   }
   if (!sharded()) {
     if (resultInAcc_)
-      addDivided(options_.dtype, acc_.data(), flatBase_, plan_.totalNumel, divisor_);
+      queue_.addDivided(options_.dtype, acc_.data(), flatBase_, plan_.totalNumel, divisor_);
     else
-      divideBy(options_.dtype, flatBase_, plan_.totalNumel, divisor_);
+      queue_.divide(options_.dtype, flatBase_, plan_.totalNumel, divisor_);
   } else if (!accumulate_) {
-    divideBy(options_.dtype, shardBase_, shardLen_, divisor_);
+    queue_.divide(options_.dtype, shardBase_, shardLen_, divisor_);
   }
+  queue_.fence();  // output() is read by the caller once this returns
 }
 
 const void* GradientBucketer::output() const {

@@ -9,13 +9,17 @@
 //                   buckets go through a ring of staging buffers (two with overlap_comm).
 // overlap_comm false: each bucket is waited for where it is launched (synchronous).
 // contiguous_gradients true: a gradient is copied into its bucket slot as it arrives (the caller
-// may reuse its memory at once); false: the pointer is kept and packed at launch (the caller
-// keeps the gradient alive until finishBackward).
+// may reuse its memory once gradientReady returns); false: the pointer is kept and packed at
+// launch (the caller keeps the gradient alive until finishBackward).
+// With a Device (options.device) the gradients and the output are that device's memory, and the
+// bucketer moves and averages them only through one of its streams (comm/device_queue.h), never
+// with the CPU: it works on the `cuda` device and through comm/staged_communicator.h.
 // Averaging divides the reduced sums once by the world size (times the accumulation steps when
 // asked), never pre-scaling inputs. Buckets launch in plan order on every rank.
 // Construction is collective (bucket memory comes from Communicator::allocateBuffer).
 // Memory: bucketerMemory() below says how much a bucketer holds and the constructor and the first
-// accumulating pass charge exactly that to the ledger, as CommBuckets in kBucketMemoryPlace.
+// accumulating pass charge exactly that to the ledger, as CommBuckets: the communicator's buffers
+// in kBucketMemoryPlace, the accumulation memory on the device when there is one.
 // Copies of gradients that arrive far ahead of their bucket (out of backward order) are
 // transient and not charged.
 // Thread-safety: one thread (the backward pass) drives a bucketer.
@@ -28,6 +32,7 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/communicator.h"
+#include "comm/device_queue.h"
 #include "core/shard.h"
 #include "core/config/config.h"
 #include "core/memory_ledger.h"
@@ -49,19 +54,12 @@ struct GradientBucketerOptions {
   // plan().totalNumel elements, all-reduced in place (a gradient already sitting at its place in
   // it is not copied); stages 2/3: the shard of shard().count elements.
   void* output = nullptr;
+  // The device the gradients and `output` live on (it requires `output`); null: host memory.
+  Device* device = nullptr;
 
   // stage, reduce_bucket_size, overlap_comm and contiguous_gradients from the config.
   static GradientBucketerOptions fromZeroConfig(const ZeroConfig& zero, DType dtype);
 };
-
-// Where a bucketer's memory lives. Its buffers come from Communicator::allocateBuffer (staging)
-// and the heap (accumulation), host memory with every backend ZRT has: the MPI backend's shared
-// windows, the threads backend's and NCCL's default CommBuffer::host. The Engine runs on the host
-// device only, so this memory is not the device's and is charged to host memory. zrt-plan places
-// comm buckets by this constant, so plan and ledger move together when a backend allocates its
-// buffers on a GPU (as NCCL's ncclMemAlloc would): that backend's bucketer charges the device, and
-// this rule becomes a function of the communicator.
-inline constexpr MemPlace kBucketMemoryPlace = MemPlace::Host;
 
 // The bytes a bucketer over `plan` holds on `rank` of `world`:
 //   buffers       from construction on. Stages 0/1: the flat buffer of plan.totalNumel elements,
@@ -71,7 +69,8 @@ inline constexpr MemPlace kBucketMemoryPlace = MemPlace::Host;
 //   accumulation  from the first backward that accumulates (beginBackward(true)) on. Stages 0/1:
 //                 the running sum, plan.totalNumel elements. Stages 2/3: one receive buffer per
 //                 ring slot, as large as the largest piece of this rank's shard among the buckets
-//                 staged in that slot.
+//                 staged in that slot. On the device when the bucketer has one (the sum and the
+//                 adds are device work there), else host memory in kBucketMemoryPlace.
 struct BucketerMemory {
   std::uint64_t buffers = 0;
   std::uint64_t accumulation = 0;
@@ -119,6 +118,7 @@ class GradientBucketer {
   void claimSlot(std::size_t bucket);
   void waitAllLaunched();
   void allocateAccumulation();  // the accumulation memory of bucketerMemory(), once
+  void copyIn(std::size_t tensor, char* dst, const void* grad);  // a gradient into its slot
 
   Communicator& comm_;
   GradientBucketerOptions options_;
@@ -133,14 +133,14 @@ class GradientBucketer {
   // Bucket memory comes from Communicator::allocateBuffer, which the backend moves fastest.
   CommBuffer flat_;
   char* flatBase_ = nullptr;  // flat_ or the caller's output
-  std::vector<char> acc_;
+  QueueBuffer acc_;
   bool resultInAcc_ = false;
   // Stages 2/3: the averaged shard, a ring of bucket staging buffers, receive buffers for
   // accumulation, and copies of gradients that arrived before their slot was free.
-  std::vector<char> shardOut_;
+  QueueBuffer shardOut_;
   char* shardBase_ = nullptr;  // shardOut_ or the caller's output
   std::vector<CommBuffer> ring_;
-  std::vector<std::vector<char>> recvTemp_;
+  std::vector<QueueBuffer> recvTemp_;
   std::vector<std::size_t> slotOwner_;
   std::vector<std::vector<char>> early_;
   LedgerCharge charge_;
@@ -157,6 +157,9 @@ class GradientBucketer {
   std::vector<bool> done_;
   std::size_t nextLaunch_ = 0;
   double exposedSeconds_ = 0;
+
+  // Last: destroyed first, once its stream has finished the work that uses the buffers above.
+  DeviceQueue queue_;
 };
 
 }  // namespace zrt::comm

@@ -471,6 +471,7 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
     o.contiguousGradients = true;
     o.ledger = &device.ledger();
     o.output = e.gradBase();
+    o.device = &device;
     e.bucketer = std::make_unique<comm::GradientBucketer>(comm, numels, o);
     if (e.stage == 3) {
       e.gatherLane = comm.duplicate();
@@ -478,9 +479,11 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
       const std::size_t whole = e.states->trainableLayout().numel;
       // Its own lane where the backend has one, so a gather never queues behind a reduction.
       e.gatherLane = comm.duplicate();
+      auto g = comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype);
+      g.device = &device;
+      g.ledger = &device.ledger();
       e.gatherer = std::make_unique<comm::AllGatherBucketer>(
-          e.gatherLane ? *e.gatherLane : comm, std::span<const std::size_t>(&whole, 1),
-          comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, e.dtype));
+          e.gatherLane ? *e.gatherLane : comm, std::span<const std::size_t>(&whole, 1), g);
       ZRT_ENFORCE_EQ(e.gatherer->plan().shardCount[0], e.states->trainableLayout().shard.count);
     }
   }

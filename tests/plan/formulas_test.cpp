@@ -174,7 +174,8 @@ std::uint64_t everywhere(const PlanLedger& l, Purpose p) {
 
 }  // namespace
 
-TEST_CASE("comm buckets: the bucketer's staging in host memory at stages 2-3, none at 0-1") {
+TEST_CASE("comm buckets: the bucketer's staging in host memory at stages 2-3, none at 0-1; its "
+          "accumulation receive buffers on the device") {
   // Tensors of 300, 500 and 200 elements in buckets of at most 600, filled in backward order:
   // [800, 1000) (200; 500 more would pass 600), [300, 800) (500), [0, 300) (300). Largest: 500.
   BufferInputs in = fp32Buffers(1000, 0, 2);
@@ -192,13 +193,15 @@ TEST_CASE("comm buckets: the bucketer's staging in host memory at stages 2-3, no
   in.overlapComm = true;  // two staging buffers
   CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 4);
   // fp32 with 4 accumulation steps: the micro-steps add up in the bucketer, which receives each
-  // bucket's piece of rank 0's shard [0, 512) (Ψ' = 1024 on 2 ranks) beside its staging buffer.
+  // bucket's piece of rank 0's shard [0, 512) (Ψ' = 1024 on 2 ranks) on the device, where it
+  // adds it into the gradient shard; its staging buffers stay in host memory.
   // Slot 0 stages buckets 0 and 2 (pieces 0 and 300), slot 1 bucket 1 (piece [300, 512) = 212).
   in = fp32Buffers(1000, 3, 2, 4);
   in.trainableTensors = {300, 500, 200};
   in.zero.reduce_bucket_size = 600;
   in.overlapComm = true;
-  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 4 + (300 + 212) * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == (300 + 212) * 4);
   // bf16 with accumulation: the fp32 accumulator takes the sum, the bucketer only stages.
   ModelStateInputs ms;
   ms.trainable = 1000;
@@ -210,16 +213,19 @@ TEST_CASE("comm buckets: the bucketer's staging in host memory at stages 2-3, no
   in.precision = DType::BF16;
   CHECK(in.placement.gradientAccumulator.elements == 512);
   CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 500 * 2);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 0);
   // Tensors not known: buckets of min(reduce_bucket_size, Ψ') = 600.
   in.trainableTensors.clear();
   CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 2 * 600 * 2);
   // ... and with fp32 accumulation receive buffers of min(reduce_bucket_size, Ψ'/N) = 512.
   in = fp32Buffers(1000, 2, 2, 4);
   in.zero.reduce_bucket_size = 600;
-  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 600 * 4 + 1 * 512 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 600 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 1 * 512 * 4);
   // A tensor larger than a bucket gets a bucket of its own (comm/bucket_plan.h).
   in.trainableTensors = {1000};
-  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 1000 * 4 + 1 * 512 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Host) == 1 * 1000 * 4);
+  CHECK(bufferBytes(in).get(Purpose::CommBuckets, MemPlace::Device) == 1 * 512 * 4);
 }
 
 TEST_CASE("the gradient workspace holds the widest module's trainable gradients, on the device") {

@@ -166,10 +166,16 @@ std::uint64_t largestReduceBucket(const BufferInputs& in) {
 namespace {
 
 // Comm buckets: the gradient bucketer's memory for the Engine (which gives it the gradient
-// buffer as its output), with the accumulation receive buffers when micro-steps add up in it.
-std::uint64_t reduceBucketBytes(const BufferInputs& in) {
+// buffer as its output and its device): the staging buffers (the communicator's, in
+// kBucketMemoryPlace) and the accumulation receive buffers when micro-steps add up in it (on the
+// device).
+struct ReduceBuckets {
+  std::uint64_t staging = 0;
+  std::uint64_t receive = 0;
+};
+ReduceBuckets reduceBucketBytes(const BufferInputs& in) {
   const Padded& pd = in.padded();
-  if (pd.trainable == 0) return 0;
+  if (pd.trainable == 0) return {};
   const std::uint64_t bucket = std::max<std::uint64_t>(1, nonNegative(in.zero.reduce_bucket_size));
   // The Engine accumulates in the bucketer from the second micro-step on at stages 2-3, unless
   // the fp32 accumulator takes the sum (runtime/engine.cpp, beginMicroStep).
@@ -177,17 +183,17 @@ std::uint64_t reduceBucketBytes(const BufferInputs& in) {
   if (in.trainableTensors.empty()) {
     // Tensors not known (a bare parameter count): as if every tensor were small, buckets of
     // min(reduce_bucket_size, Ψ'), and a receive buffer of at most the shard per staging buffer.
-    if (in.stage < 2) return 0;
+    if (in.stage < 2) return {};
     const std::uint64_t slots = in.overlapComm ? 2 : 1, p = dtypeSize(in.precision);
     const std::uint64_t staging = checkedProduct({slots, largestReduceBucket(in), p}, "the reduce buckets");
     const std::uint64_t receive = checkedProduct({slots, std::min(bucket, pd.trainableShard), p}, "the reduce buckets");
-    return staging + (accumulates ? receive : 0);
+    return {staging, accumulates ? receive : 0};
   }
   const std::vector<std::size_t> numels(in.trainableTensors.begin(), in.trainableTensors.end());
   const comm::GradBucketPlan plan = comm::planGradientBuckets(numels, static_cast<std::size_t>(bucket));
   const comm::BucketerMemory m = comm::bucketerMemory(plan, in.stage, in.overlapComm, in.precision,
                                                       /*callerOutput=*/true, in.worldSize, in.rank);
-  return m.buffers + (accumulates ? m.accumulation : 0);
+  return {m.buffers, accumulates ? m.accumulation : 0};
 }
 
 // Stage 3's gathered copies (partition/param_coordinator.h).
@@ -249,7 +255,11 @@ PlanLedger bufferBytes(const BufferInputs& in) {
   PlanLedger l;
   const std::uint64_t p = dtypeSize(in.precision);
   const Padded& pd = in.padded();
-  if (in.stage >= 2) l.add(Purpose::CommBuckets, comm::kBucketMemoryPlace, reduceBucketBytes(in));
+  if (in.stage >= 2) {
+    const ReduceBuckets rb = reduceBucketBytes(in);
+    l.add(Purpose::CommBuckets, comm::kBucketMemoryPlace, rb.staging);
+    l.add(Purpose::CommBuckets, MemPlace::Device, rb.receive);
+  }
   if (pd.trainable > 0 && !in.modules.empty()) {
     std::uint64_t widest = 0;
     for (const ModuleSize& m : in.modules) widest = std::max(widest, m.trainable);

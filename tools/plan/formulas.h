@@ -138,7 +138,8 @@ struct BufferInputs {
 //       stages 2-3: (overlap_comm ? 2 : 1) · the largest bucket · p of staging, plus, when
 //       micro-steps accumulate in the dtype (accumulation > 1 without the fp32 accumulator),
 //       a receive buffer per staging buffer as large as the largest piece of the shard a
-//       bucket staged there holds, · p. Tensors not known: buckets of min(reduce_bucket_size,
+//       bucket staged there holds, · p, on the device (the bucketer adds it into the gradient
+//       shard there). Tensors not known: buckets of min(reduce_bucket_size,
 //       Ψ') and receive buffers of min(reduce_bucket_size, Ψ'/N);
 //   gradient workspace (device, "other"): the widest module's trainable elements · p, where the
 //       caller writes one module's gradients;

@@ -3,7 +3,7 @@
 // intrinsics (__fmul_rn, __fadd_rn, __fmaf_rn, __fdiv_rn, __fsqrt_rn) so that nvcc can neither
 // contract a multiply and an add into an fma nor use an approximate divide or square root:
 // the result is the CPU paths' result, bit for bit. Conversions to fp16/bf16 mirror
-// runtime/dtype.h's integer algorithms.
+// core/dtype.h's integer algorithms (core/cuda/dtype_device.cuh).
 //
 // Multi-tensor: the host (launch_plan.h) packs up to kMaxTensors slices and kMaxBlocks
 // (slice, chunk) pairs into one kernel parameter block (under the 4 KiB classic limit); each thread
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cuda/dtype_device.cuh"
 #include "runtime/optim/cuda/adam_launch.h"
 #include "runtime/optim/cuda/launch_plan.h"
 
@@ -38,46 +39,7 @@ static_assert(sizeof(LaunchMeta) + sizeof(AdamCoeffs) <= 4096, "kernel parameter
 
 template <DType G>
 __device__ __forceinline__ float loadGrad(const void* base, std::int64_t i) {
-  if constexpr (G == DType::F32) {
-    return static_cast<const float*>(base)[i];
-  } else if constexpr (G == DType::F16) {
-    return __half2float(static_cast<const __half*>(base)[i]);  // exact widening
-  } else {
-    const std::uint32_t h = static_cast<const std::uint16_t*>(base)[i];
-    return __uint_as_float(h << 16);
-  }
-}
-
-// runtime/dtype.h floatToHalf, for the device.
-__device__ __forceinline__ std::uint16_t toHalfBits(float f) {
-  const std::uint32_t u = __float_as_uint(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u)
-    return static_cast<std::uint16_t>(sign | 0x7e00u | ((absu >> 13) & 0x3ffu));
-  if (absu >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (absu < 0x38800000u) {
-    if (absu < 0x33000000u) return static_cast<std::uint16_t>(sign);
-    const std::uint32_t exp = absu >> 23;
-    const std::uint32_t man = (absu & 0x7fffffu) | 0x800000u;
-    const std::uint32_t shift = 126 - exp;
-    const std::uint32_t half = man >> shift;
-    const std::uint32_t rem = man & ((1u << shift) - 1);
-    const std::uint32_t mid = 1u << (shift - 1);
-    const std::uint32_t r = half + ((rem > mid || (rem == mid && (half & 1u))) ? 1u : 0u);
-    return static_cast<std::uint16_t>(sign | r);
-  }
-  std::uint32_t v = absu - 0x38000000u;
-  v += 0xfffu + ((v >> 13) & 1u);
-  return static_cast<std::uint16_t>(sign | (v >> 13));
-}
-
-// runtime/dtype.h floatToBf16, for the device.
-__device__ __forceinline__ std::uint16_t toBf16Bits(float f) {
-  std::uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
+  return cuda_dtype::load<G>(base, i);
 }
 
 template <CopyKind C>
@@ -85,9 +47,9 @@ __device__ __forceinline__ void storeCopy(void* base, std::int64_t i, float p) {
   if constexpr (C == CopyKind::F32) {
     static_cast<float*>(base)[i] = p;
   } else if constexpr (C == CopyKind::F16) {
-    static_cast<std::uint16_t*>(base)[i] = toHalfBits(p);
+    cuda_dtype::store<DType::F16>(base, i, p);
   } else if constexpr (C == CopyKind::BF16) {
-    static_cast<std::uint16_t*>(base)[i] = toBf16Bits(p);
+    cuda_dtype::store<DType::BF16>(base, i, p);
   }
 }
 

@@ -1,0 +1,78 @@
+#include "comm/device_queue.h"
+
+#include <cstring>
+
+#include "comm/reduce_kernels.h"
+#include "core/build_config.h"
+#include "core/error.h"
+#include "core/log.h"
+#if ZRT_HAVE_CUDA
+#include "comm/cuda/average_kernels.h"
+#include "core/cuda/cuda_check.h"
+#endif
+
+namespace zrt::comm {
+
+DeviceQueue::DeviceQueue(Device* device)
+    : device_(device), stream_(device ? device->createStream() : nullptr) {}
+
+DeviceQueue::~DeviceQueue() {
+  if (!stream_) return;
+  try {
+    stream_->synchronize();
+  } catch (const std::exception& e) {
+    logError(detail::cat("device queue: work queued by a bucketer failed while shutting down: ", e.what()));
+  }
+}
+
+QueueBuffer DeviceQueue::allocate(std::size_t bytes) {
+  QueueBuffer b;
+  if (bytes == 0) return b;
+  if (!device_) {
+    b.host_.assign(bytes, 0);
+    return b;
+  }
+  b.device_ = device_->allocate(bytes, MemTag::CommBuckets);
+  device_->memsetAsync(b.device_.data(), 0, bytes, *stream_);
+  return b;
+}
+
+void DeviceQueue::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (!device_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  device_->copyAsync(dst, src, bytes, *stream_);
+}
+
+void DeviceQueue::divide(DType dtype, void* buf, std::size_t count, float divisor) {
+  if (count == 0) return;
+  if (!device_) return divideBy(dtype, buf, count, divisor);
+  if (device_->kind() == DeviceKind::Host)
+    return device_->hostCallback(*stream_, [=] { divideBy(dtype, buf, count, divisor); });
+#if ZRT_HAVE_CUDA
+  ZRT_CHECK_CUDA(cuda::launchDivide(dtype, buf, count, divisor, static_cast<cudaStream_t>(stream_->native())));
+#else
+  ZRT_THROW(InvalidArgument, "device queue: ", device_->name(), " needs a build with CUDA");
+#endif
+}
+
+void DeviceQueue::addDivided(DType dtype, void* dst, const void* src, std::size_t count, float divisor) {
+  if (count == 0) return;
+  if (!device_) return comm::addDivided(dtype, dst, src, count, divisor);
+  if (device_->kind() == DeviceKind::Host)
+    return device_->hostCallback(*stream_, [=] { comm::addDivided(dtype, dst, src, count, divisor); });
+#if ZRT_HAVE_CUDA
+  ZRT_CHECK_CUDA(cuda::launchAddDivided(dtype, dst, src, count, divisor,
+                                        static_cast<cudaStream_t>(stream_->native())));
+#else
+  ZRT_THROW(InvalidArgument, "device queue: ", device_->name(), " needs a build with CUDA");
+#endif
+}
+
+void DeviceQueue::fence() {
+  if (stream_) stream_->synchronize();
+}
+
+}  // namespace zrt::comm
