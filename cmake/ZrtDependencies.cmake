@@ -55,3 +55,15 @@ if(NOT ZRT_CUDA STREQUAL "OFF")
                         "nccl.h='${ZRT_NCCL_INCLUDE_DIR}', libnccl='${ZRT_NCCL_LIBRARY}'")
   endif()
 endif()
+
+# A static library of CUDA kernels (the .cu files given) that a ZRT library calls through a
+# plain-data header: it depends only on the CUDA runtime, and is exported as zrt::EXPORT_NAME.
+function(zrt_add_cuda_kernels target export_name)
+  add_library(${target} STATIC ${ARGN})
+  add_library(zrt::${export_name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name}
+                        CUDA_RUNTIME_LIBRARY Shared POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/gen)
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
+  zrt_target_defaults(${target})
+endfunction()
