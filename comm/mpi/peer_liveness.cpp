@@ -50,10 +50,12 @@ PeerLiveness::PeerLiveness(MPI_Comm comm) {
   std::vector<Identity> all(static_cast<std::size_t>(size));
   ZRT_CHECK_MPI(MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm));
   pids_.resize(all.size());
+  hosts_.resize(all.size());
   fds_.assign(all.size(), -1);
   int failed = 0, lastErrno = 0;
   for (std::size_t r = 0; r < all.size(); ++r) {
     pids_[r] = static_cast<pid_t>(all[r].pid);
+    hosts_[r].assign(all[r].host, ::strnlen(all[r].host, sizeof all[r].host));
     if (static_cast<int>(r) == rank || all[r].pidNamespace != me.pidNamespace ||
         std::strncmp(all[r].host, me.host, sizeof me.host) != 0)
       continue;

@@ -24,6 +24,8 @@ class PeerLiveness {
 
   int size() const { return static_cast<int>(pids_.size()); }
   pid_t pid(int rank) const { return pids_[static_cast<std::size_t>(rank)]; }
+  // The host name `rank` reported (gethostname; empty where that failed).
+  const std::string& host(int rank) const { return hosts_[static_cast<std::size_t>(rank)]; }
   // Peers watched through a pidfd, and peers that could not be (other hosts, or no pidfd).
   int watched() const;
   int unwatched() const { return size() - 1 - watched(); }
@@ -34,6 +36,7 @@ class PeerLiveness {
 
  private:
   std::vector<pid_t> pids_;
+  std::vector<std::string> hosts_;
   std::vector<int> fds_;  // -1: not watched (this rank, another host, or pidfd_open failed)
 };
 

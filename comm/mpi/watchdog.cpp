@@ -226,8 +226,14 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
                          fmt1(secondsSince(op.since)), " s");
     } else if (!answered[u]) {
       recvs[u].reset();  // cancelled
-      line = detail::cat("rank ", p, ": no answer within ", fmt1(answerWait.count() / 1000.0),
-                         " s (exited, or its process is stuck outside ZRT)");
+      line = detail::cat("rank ", p, ": no answer within ", fmt1(answerWait.count() / 1000.0), " s");
+      // A peer on another host may be alive but cut off (a failed link or switch), and its
+      // process cannot be watched from here: name the host, so the reader knows where to look.
+      if (peers_->host(p) != peers_->host(rank_))
+        line += detail::cat(" from host ", peers_->host(p),
+                            " (exited, unreachable over the network, or stuck outside ZRT)");
+      else
+        line += " (exited, or its process is stuck outside ZRT)";
       notArrived += detail::cat(notArrived.empty() ? "" : ", ", p);
     } else {
       const auto& r = replies[u];
