@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "comm/reduce_kernels.h"
 #include "core/error.h"

@@ -48,7 +48,9 @@ struct GradientBucketerOptions {
   int gradientAccumulationSteps = 1;
   bool averageOverAccumulation = false;  // divide by world * steps instead of world
   std::uint64_t shardAlignElements = kShardAlignElements;  // the model states' layout
-  MemoryLedger* ledger = nullptr;        // charged for bucket memory (CommBuckets, kBucketMemoryPlace)
+  // Charged for the communicator's buffers (CommBuckets, kBucketMemoryPlace) and, without a
+  // device, the accumulation memory; with one, the device charges that to its own ledger.
+  MemoryLedger* ledger = nullptr;
   // Where the averaged gradients go, owned by the caller (the partition manager's gradient
   // buffer); null: the bucketer allocates its own. Stages 0/1: the flat buffer of
   // plan().totalNumel elements, all-reduced in place (a gradient already sitting at its place in

@@ -1,11 +1,17 @@
 // GuardedDevice: a test device whose device memory the CPU cannot touch. Every allocation is its
 // own mapping with no access; only while the device itself runs a queued operation (a copy, a
-// memset, a host callback) are its mappings opened, under one process-wide lock. Code that is
-// meant to reach device memory only through a Device (the bucketers, the staged communicator)
-// is run on it: a direct load or store from the CPU faults, and the fault handler names the
-// address and ends the process with kGuardViolationExit. Pinned memory is ordinary host memory.
-// Operations run at once, in order, on the calling thread, so a stream is always synchronised.
-// It reports itself as a host-kind device (kernels come as host callbacks).
+// memset, a host callback) are that device's mappings opened, under one process-wide lock. Code
+// that is meant to reach device memory only through a Device (the bucketers, the staged
+// communicator) is run on it: a direct load or store from the CPU faults, and the fault handler
+// names the address and ends the process with kGuardViolationExit. A fault anywhere else goes to
+// the handler that was there before (the default, or a sanitizer's).
+// The guard can miss an access only while the same device is running an operation on another
+// thread (its mappings are open then); it never reports one that did not happen.
+// Operations run at once, in order, on the calling thread, so a stream is always synchronised:
+// this device checks where memory is touched, not the ordering of asynchronous work (the tests
+// that use it run the same code on HostDevice, whose streams are threads, for that). A host
+// callback's exception is kept and rethrown by its stream's next synchronize(), as the Device
+// contract says. It reports itself as a host-kind device (kernels come as host callbacks).
 // Thread-safety: as Device; operations of all GuardedDevices are serialised.
 #pragma once
 
@@ -14,7 +20,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/device.h"
@@ -41,7 +46,7 @@ class GuardedDevice final : public Device {
   // Copies between host memory and this device's memory, for a test's set-up and checks.
   void upload(void* dst, const void* src, std::size_t bytes);
   void download(void* dst, const void* src, std::size_t bytes);
-  // Operations run so far (a test checks that the code under test used the device at all).
+  // Operations this device has run (a test checks that the code under test used it at all).
   std::uint64_t operations() const;
 
  protected:
@@ -52,6 +57,9 @@ class GuardedDevice final : public Device {
 
  private:
   void run(const std::function<void()>& op);  // with this device's mappings open
+
+  std::map<std::uintptr_t, std::size_t> mappings_;  // start -> bytes; under the global lock
+  std::uint64_t operations_ = 0;                    // under the global lock
 };
 
 }  // namespace zrt::test

@@ -131,9 +131,9 @@ struct BufferInputs {
 };
 
 // The buffers the Engine allocates per rank, beside the model states (p = bytes of the dtype):
-//   comm buckets (host memory, comm::kBucketMemoryPlace: every communicator ZRT has stages in
-//       host memory), the gradient bucketer's own (comm::bucketerMemory) over the trainable
-//       tensors with reduce_bucket_size:
+//   comm buckets, the gradient bucketer's own (comm::bucketerMemory) over the trainable
+//       tensors with reduce_bucket_size, its staging in host memory (comm::kBucketMemoryPlace:
+//       every communicator ZRT has stages there) and its receive buffers on the device:
 //       stages 0-1: none (the gradients are all-reduced in place in the gradient buffer);
 //       stages 2-3: (overlap_comm ? 2 : 1) · the largest bucket · p of staging, plus, when
 //       micro-steps accumulate in the dtype (accumulation > 1 without the fp32 accumulator),

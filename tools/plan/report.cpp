@@ -443,7 +443,7 @@ void explainBuffers(std::ostream& o, const Plan& plan, const Evaluation& e) {
     std::string f = detail::cat(slots, " (overlap_comm ", overlap ? "on" : "off", ")·largest bucket ",
                                 e.largestReduceBucket, " (of reduce_bucket_size ", z.reduce_bucket_size, ")·", p);
     if (b > staging)
-      f += detail::cat(" + ", b - staging, " B of receive buffers (", s.gradAccum,
+      f += detail::cat(" + ", b - staging, " B of receive buffers on the device (", s.gradAccum,
                        " micro-steps add up in the dtype)");
     o << line("reduce buckets", f, b, placeOf(l, Purpose::CommBuckets));
   }
