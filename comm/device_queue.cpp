@@ -9,9 +9,23 @@
 #if ZRT_HAVE_CUDA
 #include "comm/cuda/average_kernels.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device.h"
 #endif
 
 namespace zrt::comm {
+#if ZRT_HAVE_CUDA
+namespace {
+
+// A kernel launches on the calling thread's current GPU, which must be the stream's: copies
+// find their device from the pointers, launches do not.
+void launchOn(Device& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  ZRT_ENFORCE(cuda != nullptr, "device queue: ", device.name(), " is not a CUDA device");
+  cuda->makeCurrent();
+}
+
+}  // namespace
+#endif
 
 DeviceQueue::DeviceQueue(Device* device)
     : device_(device), stream_(device ? device->createStream() : nullptr) {}
@@ -52,6 +66,7 @@ void DeviceQueue::divide(DType dtype, void* buf, std::size_t count, float diviso
   if (device_->kind() == DeviceKind::Host)
     return device_->hostCallback(*stream_, [=] { divideBy(dtype, buf, count, divisor); });
 #if ZRT_HAVE_CUDA
+  launchOn(*device_);
   ZRT_CHECK_CUDA(cuda::launchDivide(dtype, buf, count, divisor, static_cast<cudaStream_t>(stream_->native())));
 #else
   ZRT_THROW(InvalidArgument, "device queue: ", device_->name(), " needs a build with CUDA");
@@ -64,6 +79,7 @@ void DeviceQueue::addDivided(DType dtype, void* dst, const void* src, std::size_
   if (device_->kind() == DeviceKind::Host)
     return device_->hostCallback(*stream_, [=] { comm::addDivided(dtype, dst, src, count, divisor); });
 #if ZRT_HAVE_CUDA
+  launchOn(*device_);
   ZRT_CHECK_CUDA(cuda::launchAddDivided(dtype, dst, src, count, divisor,
                                         static_cast<cudaStream_t>(stream_->native())));
 #else
