@@ -105,16 +105,27 @@ struct NormPart {
   double nonFinite = 0;
 };
 
+// The squares go into independent partial sums: one running sum is a chain of dependent adds and
+// took 1% of a 4 x 256 GPT-2's step, as much as AdamW's pass. No element needs its own inf/NaN
+// test either: a finite float's square is below 1.2e77, so a sum of them stays finite in double,
+// and the sum is inf or NaN exactly when some element is.
 template <class Load>
 NormPart normPartOf(std::size_t count, Load load) {
-  NormPart p;
-  bool finite = true;
-  for (std::size_t i = 0; i < count; ++i) {
+  constexpr std::size_t kLanes = 8;
+  double lane[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes)
+    for (std::size_t k = 0; k < kLanes; ++k) {
+      const double v = load(i + k);
+      lane[k] += v * v;
+    }
+  for (; i < count; ++i) {
     const double v = load(i);
-    finite = finite && std::isfinite(v);
-    p.sumSq += v * v;
+    lane[0] += v * v;
   }
-  p.nonFinite = finite ? 0 : 1;
+  NormPart p;
+  for (const double l : lane) p.sumSq += l;
+  p.nonFinite = std::isfinite(p.sumSq) ? 0 : 1;
   return p;
 }
 
