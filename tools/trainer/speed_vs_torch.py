@@ -8,8 +8,9 @@ For each shape it prints tokens/s of a full training step (forward, backward, Ad
 the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + causal attention's
 6 L C (T + 1), no recomputation) and each one's model FLOP rate as a fraction of the SGEMM rate
 measured here, in this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's
-libblas.so.3 alternative; measured before and after the shapes, and the higher rate divides,
-so a busy moment cannot flatter the fractions). It also prints zrt-train's step split (median
+libblas.so.3 alternative; measured right before and right after each shape's runs, and the
+higher of the two divides that shape's figures: this VM has slow and fast spells of tens of
+seconds, which a measurement minutes away misses, and a busy moment still cannot flatter). It also prints zrt-train's step split (median
 seconds of compute, i.e. forward and backward, and of the optimizer) and the load average.
 Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS selected its
 products run ~10x slower, so the script prints which one is selected and PyTorch is compared on
@@ -183,7 +184,7 @@ def main():
     ap.add_argument("--shapes", default="4x256,6x384")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps (after 2 warm-up steps)")
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--wait-policies", default="default,passive",
                     help="OMP_WAIT_POLICY values to run both under (default: the variable unset)")
@@ -208,8 +209,7 @@ def main():
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; "
           f"OMP_WAIT_POLICY {', '.join(policies)} for each, the best of each compared")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    rates = [sgemm_rate(a.threads)]
-    print(f"SGEMM (torch.mm 2048^3, {a.threads} threads): {rates[0] / 1e9:.1f} GFLOP/s")
+    print(f"SGEMM: torch.mm 2048^3, {a.threads} threads, before and after each shape")
     print(f"{'shape':<14} {'policy':<8} {'torch tok/s':>12} {'zrt tok/s':>10}   zrt step: compute + optimizer (s)")
     results = []
     failed = False
@@ -218,6 +218,7 @@ def main():
             shape = SHAPES[name]
             label = f"{name} T{shape[3]}"
             runs = []  # (policy, torch tok/s, zrt tok/s, flops, split)
+            before = sgemm_rate(a.threads)
             for policy in policies:
                 zrt, flops, split = zrt_run(a, shape, 0, 1, a.batch, a.threads, work, policy)
                 if zrt is None:
@@ -230,9 +231,12 @@ def main():
                       f"{split['compute_s']:.4f} + {split['optimizer_s']:.4f}")
             if not runs:
                 continue
+            after = sgemm_rate(a.threads)
+            print(f"{label:<14} SGEMM {before / 1e9:.1f} GFLOP/s before, {after / 1e9:.1f} after")
             best_torch = max(runs, key=lambda r: r[1])
             best_zrt = max(runs, key=lambda r: r[2])
-            results.append((label, best_zrt[3], best_torch[1], best_torch[0], best_zrt[2], best_zrt[0]))
+            results.append((label, best_zrt[3], best_torch[1], best_torch[0], best_zrt[2], best_zrt[0],
+                            max(before, after)))
             if a.sharding:
                 # Each of 2 ranks gets half the threads, so the node's cores are the same.
                 z3 = [zrt_run(a, shape, 3, 2, a.batch, max(1, a.threads // 2), work, p)[0]
@@ -245,15 +249,11 @@ def main():
                     z, p = max(z3)
                     print(f"{label:<14} stage 3 on 2 ranks {z:.0f} tok/s ({p}) = "
                           f"{z / best_zrt[2]:.2f} x stage 0 on 1 rank ({best_zrt[0]})")
-    rates.append(sgemm_rate(a.threads))
-    rate = max(rates)
-    print(f"SGEMM again after the shapes: {rates[1] / 1e9:.1f} GFLOP/s; fractions below divide by "
-          f"the higher, {rate / 1e9:.1f}")
     print(f"{'shape':<14} {'FLOPs/token':>12} {'torch tok/s':>20} {'zrt tok/s':>18} {'zrt/torch':>9} "
-          f"{'torch/SGEMM':>11} {'zrt/SGEMM':>9}")
-    for label, flops, th, tp, zrt, zp in results:
+          f"{'SGEMM GFLOP/s':>13} {'torch/SGEMM':>11} {'zrt/SGEMM':>9}")
+    for label, flops, th, tp, zrt, zp, rate in results:
         print(f"{label:<14} {flops:12.3g} {th:10.0f} ({tp:>7}) {zrt:8.0f} ({zp:>7}) {zrt / th:9.2f} "
-              f"{th * flops / rate:11.2f} {zrt * flops / rate:9.2f}")
+              f"{rate / 1e9:13.1f} {th * flops / rate:11.2f} {zrt * flops / rate:9.2f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if failed else 0
 
