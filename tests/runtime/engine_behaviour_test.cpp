@@ -140,6 +140,50 @@ TEST_CASE("an inf on one rank skips the step everywhere; the scale follows hyste
   CHECK(engine.lossScale() == 64);
 }
 
+// The norm's sum of squares runs in 8 partial sums with a tail, and reads inf/NaN from the sum:
+// a non-finite value must skip the step wherever it sits, in fp32 too (no loss scaler).
+TEST_CASE("a NaN or an inf at any element of a gradient skips the step, at stages 0 and 2") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  for (int stage : {0, 2}) {
+    CAPTURE(stage);
+    Engine engine(parseConfig(config(stage, "", world), "non-finite test", world), *device, comm,
+                  test::testModel());
+    const float nan = std::numeric_limits<float>::quiet_NaN(),
+                inf = std::numeric_limits<float>::infinity();
+    const struct {
+      int layer;
+      std::size_t element;
+      float value;
+    } cases[] = {{0, 0, nan}, {1, 5, -inf}, {2, 63, nan}, {2, 7, inf}};
+    int step = 0;
+    for (const auto& c : cases) {
+      CAPTURE(step);
+      test::TrainHooks hooks;
+      hooks.firstStep = step;
+      hooks.beforeDone = [&](int, int, int layer, TensorRef& w) {
+        if (layer == c.layer && comm.rank() == world - 1) test::storeValue(w.dtype, w.data, c.element, c.value);
+      };
+      const auto before = test::trainedValues(engine);
+      const std::vector<StepReport> r = test::train(engine, comm, 1, 2, hooks);
+      REQUIRE(r.size() == 1);
+      CHECK_FALSE(r[0].taken);
+      CHECK(std::isinf(r[0].gradNorm));
+      CHECK(test::trainedValues(engine) == before);
+      ++step;
+    }
+    test::TrainHooks clean;
+    clean.firstStep = step;
+    const std::vector<StepReport> r = test::train(engine, comm, 1, 2, clean);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].taken);
+    CHECK(std::isfinite(r[0].gradNorm));
+    CHECK(r[0].gradNorm > 0);
+  }
+}
+
 TEST_CASE("clipping: the reported norm is the global unsharded norm and the step respects it") {
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
