@@ -17,11 +17,14 @@ products run ~10x slower, so the script prints which one is selected and PyTorch
 OpenBLAS, as a user would run it (`update-alternatives --display libblas.so.3-x86_64-linux-gnu`).
 zrt-train links OpenBLAS directly.
 
-Both run under each OpenMP wait policy in --wait-policies (default: OpenMP's own, i.e. the
+Each side's figure is the best of --repeats runs (3), zrt-train's and PyTorch's alternating, so
+a slow spell of this VM (its SGEMM rate swings from 95 to 189 GFLOP/s within one run) that falls
+on one side's only run does not decide the ratio; timeit takes the best of repeats for the same
+reason. Both run under each OpenMP wait policy in --wait-policies (default: OpenMP's own, i.e. the
 variable unset, and passive), each in a process of its own, since OpenMP reads OMP_WAIT_POLICY at
 start-up. The table compares each one's best, so neither is held to the setting that suits the
 other: PyTorch's OpenMP threads spinning beside OpenBLAS's own pool halve its speed on 2 cores,
-while zrt-train's single pool gains from the spin. Every policy's figures are printed too.
+while for zrt-train either may be the faster. Every policy's figures are printed too.
 
 The PyTorch model below is GPT-2 written plainly (Hugging Face's layout: c_attn split q, k, v,
 GELU tanh, LayerNorm eps 1e-5, tied head), trained with torch.optim.AdamW as the config's.
@@ -184,7 +187,9 @@ def main():
     ap.add_argument("--shapes", default="4x256,6x384")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--steps", type=int, default=20, help="timed steps (after 2 warm-up steps)")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each side under each policy, alternating; each side's best counts")
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--wait-policies", default="default,passive",
                     help="OMP_WAIT_POLICY values to run both under (default: the variable unset)")
@@ -207,7 +212,8 @@ def main():
           f"{'' if 'openblas' in blas else '  (NOT OpenBLAS: torch products run on the reference BLAS)'}")
     print(f"threads {a.threads}, batch {a.batch} sequences, median of {a.steps} steps after 2 warm-up; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; "
-          f"OMP_WAIT_POLICY {', '.join(policies)} for each, the best of each compared")
+          f"OMP_WAIT_POLICY {', '.join(policies)}, {a.repeats} runs each, alternating; "
+          f"the best of each side compared")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"SGEMM: torch.mm 2048^3, {a.threads} threads, before and after each shape")
     print(f"{'shape':<14} {'policy':<8} {'torch tok/s':>12} {'zrt tok/s':>10}   zrt step: compute + optimizer (s)")
@@ -219,16 +225,17 @@ def main():
             label = f"{name} T{shape[3]}"
             runs = []  # (policy, torch tok/s, zrt tok/s, flops, split)
             before = sgemm_rate(a.threads)
-            for policy in policies:
-                zrt, flops, split = zrt_run(a, shape, 0, 1, a.batch, a.threads, work, policy)
-                if zrt is None:
-                    print(f"{label:<14} {policy:<8} zrt-train failed: {split}")
-                    failed = True
-                    continue
-                th = torch_child(a, name, policy)
-                runs.append((policy, th, zrt, flops, split))
-                print(f"{label:<14} {policy:<8} {th:12.0f} {zrt:10.0f}   {split['step_s']:.4f}: "
-                      f"{split['compute_s']:.4f} + {split['optimizer_s']:.4f}")
+            for rep in range(a.repeats):
+                for policy in policies:
+                    zrt, flops, split = zrt_run(a, shape, 0, 1, a.batch, a.threads, work, policy)
+                    if zrt is None:
+                        print(f"{label:<14} {policy:<8} zrt-train failed: {split}")
+                        failed = True
+                        continue
+                    th = torch_child(a, name, policy)
+                    runs.append((policy, th, zrt, flops, split))
+                    print(f"{label:<14} {policy:<8} {th:12.0f} {zrt:10.0f}   {split['step_s']:.4f}: "
+                          f"{split['compute_s']:.4f} + {split['optimizer_s']:.4f}   (repeat {rep + 1})")
             if not runs:
                 continue
             after = sgemm_rate(a.threads)
