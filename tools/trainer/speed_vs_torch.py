@@ -10,8 +10,9 @@ the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + causal at
 measured here, in this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's
 libblas.so.3 alternative; measured right before and right after each shape's runs, and the
 higher of the two divides that shape's figures: this VM has slow and fast spells of tens of
-seconds, which a measurement minutes away misses, and a busy moment still cannot flatter). It also prints zrt-train's step split (median
-seconds of compute, i.e. forward and backward, and of the optimizer) and the load average.
+seconds, which a measurement minutes away misses, and a busy moment still cannot flatter). It
+also prints zrt-train's step split (median seconds of compute, i.e. forward and backward, and of
+the optimizer) and the load average.
 Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS selected its
 products run ~10x slower, so the script prints which one is selected and PyTorch is compared on
 OpenBLAS, as a user would run it (`update-alternatives --display libblas.so.3-x86_64-linux-gnu`).
@@ -246,9 +247,10 @@ def main():
                             max(before, after)))
             if a.sharding:
                 # Each of 2 ranks gets half the threads, so the node's cores are the same.
-                z3 = [zrt_run(a, shape, 3, 2, a.batch, max(1, a.threads // 2), work, p)[0]
-                      for p in policies]
-                z3 = [(z, p) for z, p in zip(z3, policies) if z is not None]
+                # As many runs as stage 0 had, so both are a best of the same number.
+                z3 = [(zrt_run(a, shape, 3, 2, a.batch, max(1, a.threads // 2), work, p)[0], p)
+                      for _ in range(a.repeats) for p in policies]
+                z3 = [(z, p) for z, p in z3 if z is not None]
                 if not z3:
                     print(f"{label:<14} stage 3 on 2 ranks: failed")
                     failed = True
