@@ -15,10 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <memory>
@@ -38,6 +40,7 @@
 #include "core/timing.h"
 #include "core/units.h"
 #include "hf_weights.h"
+#include "model/blas_core.h"
 #include "model/gpt2.h"
 #include "core/termination.h"
 #include "options.h"
@@ -234,6 +237,27 @@ bool outOfMemory(const std::exception& e) {
          std::string(e.what()).find("out of device memory") != std::string::npos;
 }
 
+// Set in the process zrt-train runs again as, to the kernel set OpenBLAS first chose.
+constexpr const char* kBlasFallbackVariable = "ZRT_TRAIN_OPENBLAS_FALLBACK";
+
+// OpenBLAS chose its kernels as this process loaded (blas_core.h). Where it fell back to its SSE3
+// ones on a CPU with AVX2 or AVX-512, the program runs again in place, before MPI starts, asking
+// for the CPU's own: the same pid, so mpirun sees nothing. A core type the user set stays.
+void useTheCpusBlasKernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  const std::string chosen = blasCoreName();
+  const char* better = betterBlasCore(chosen, cpuVectorsHere());
+  if (!better) return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  setenv(kBlasFallbackVariable, chosen.c_str(), 1);
+  execv("/proc/self/exe", argv);
+  // Only on failure: carry on with the kernels chosen (the model warns of them).
+  std::fprintf(stderr, "zrt-train: could not run again with OPENBLAS_CORETYPE=%s (%s); continuing "
+               "on OpenBLAS's %s kernels\n", better, std::strerror(errno), chosen.c_str());
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kBlasFallbackVariable);
+}
+
 void printBanner(const Run& run) {
   const Config& c = run.config;
   const auto tokens = c.train_batch_size * run.shape.seqLen;
@@ -254,6 +278,12 @@ void printBanner(const Run& run) {
     std::printf("resumed from %s/%s after step %lld\n", resumeDirectory(o).c_str(), run.resumeFrom->tag.c_str(),
                 static_cast<long long>(run.startStep));
   if (!o.initFrom.empty()) std::printf("initial weights from %s\n", o.initFrom.c_str());
+  if (const char* fallback = std::getenv(kBlasFallbackVariable))
+    std::printf("OpenBLAS: %s kernels (it chose %s for this CPU, which it does not know; zrt-train "
+                "ran again with OPENBLAS_CORETYPE=%s)\n",
+                blasCoreName().c_str(), fallback, blasCoreName().c_str());
+  else
+    std::printf("OpenBLAS: %s kernels\n", blasCoreName().c_str());
   if (run.lora.enabled())
     std::printf("LoRA: rank %d, alpha %g (scaling %g) on %s; base frozen, %.3fM adapter parameters train "
                 "(%.2f%% of %.3fM)\n",
@@ -426,6 +456,7 @@ void train(Run& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  useTheCpusBlasKernels(argv);
   comm::MpiEnvironment mpi(&argc, &argv);
   const bool rank0 = mpi.rank() == 0;
   Run run;

@@ -126,6 +126,26 @@ def torch_tokens_per_s(shape, batch, threads, steps, data):
     return batch * t / statistics.median(times)
 
 
+FALLBACK_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom")
+
+
+def better_blas_core():
+    """The OpenBLAS kernel set to ask for instead of the one it chose as this process loaded, or
+    None: zrt-train's rule (tools/trainer/model/blas_core.h). OpenBLAS 0.3.21 falls back to its
+    SSE3 kernels on CPUs it does not know; zrt-train then runs itself again with the CPU's own,
+    so PyTorch, on the same library, gets the same here, as a user who tuned it would run it."""
+    import ctypes
+    lib = ctypes.CDLL("libblas.so.3")
+    if not hasattr(lib, "openblas_get_corename"):
+        return None
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    if lib.openblas_get_corename().decode() not in FALLBACK_CORES:
+        return None
+    with open("/proc/cpuinfo") as f:
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    return "SkylakeX" if "avx512f" in flags else "Haswell" if "avx2" in flags else None
+
+
 def policy_env(policy):
     """The environment for a child under one OpenMP wait policy ("default": the variable unset)."""
     env = dict(os.environ)
@@ -206,6 +226,11 @@ def main():
     if a.torch_child:
         print(torch_tokens_per_s(SHAPES[a.torch_child], a.batch, a.threads, a.steps, data))
         return 0
+    if "OPENBLAS_CORETYPE" not in os.environ and (better := better_blas_core()):
+        # OpenBLAS reads the variable only as it loads: run this script again with it set.
+        print(f"OpenBLAS chose its SSE3 kernels on this CPU: running again with OPENBLAS_CORETYPE={better}",
+              flush=True)
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, OPENBLAS_CORETYPE=better))
     a.mpirun = a.mpirun.split()
     policies = a.wait_policies.split(",")
     blas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")

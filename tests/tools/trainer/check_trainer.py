@@ -10,7 +10,10 @@
       parameters of one rank training on the whole batch.
   check_trainer.py --mode learns --configs DIR -- MPIEXEC... ZRT_TRAIN
       Two ranks, stage 2, 60 steps: the loss starts near ln 256 (a uniform guess over bytes) and
-      falls well below it, on the training and the validation text.
+      falls well below it, on the training and the validation text. On a CPU with AVX2 or
+      AVX-512 the banner's OpenBLAS kernels are not a pre-AVX fallback (zrt-train runs itself
+      again with OPENBLAS_CORETYPE where OpenBLAS fell back), and a core type set by the user
+      stays as set.
   check_trainer.py --mode errors --configs DIR -- MPIEXEC... ZRT_TRAIN
       Bad input exits 2 before training with a message naming the flag or file.
   check_trainer.py --mode checkpoints --configs DIR -- MPIEXEC... ZRT_TRAIN
@@ -30,6 +33,7 @@ import concurrent.futures
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -38,9 +42,9 @@ import tempfile
 TINY = ["--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "32"]
 
 
-def run(mpiexec, ranks, trainer, args, timeout=120):
+def run(mpiexec, ranks, trainer, args, timeout=120, env=None):
     cmd = mpiexec + ["-np", str(ranks), trainer] + args
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     return p.returncode, p.stdout + p.stderr, cmd
 
 
@@ -129,6 +133,37 @@ def learns(a):
         failures.append(f"the validation loss did not fall: {val_first:.4f} -> {val_last:.4f}")
     if "memory ledger" not in out:
         failures.append("no memory ledger printed at the end")
+    return failures + blas_kernels(a, out)
+
+
+FALLBACK_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom")
+
+
+def banner_kernels(out):
+    m = re.search(r"^OpenBLAS: (\w+) kernels", out, re.M)
+    return m.group(1) if m else None
+
+
+def blas_kernels(a, out):
+    """`out` is a run with OPENBLAS_CORETYPE as the test's environment has it."""
+    failures = []
+    with open("/proc/cpuinfo") as f:
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    chosen = banner_kernels(out)
+    print(f"OpenBLAS kernels: {chosen} (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}); "
+          f"CPU {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}")
+    if chosen is None:
+        return ["the banner does not name OpenBLAS's kernels"]
+    if "OPENBLAS_CORETYPE" not in os.environ and "avx2" in flags and chosen in FALLBACK_CORES:
+        failures.append(f"ran on OpenBLAS's {chosen} kernels on a CPU with AVX2")
+    # The user's choice stays, even an old one, and the model says what it costs.
+    rc, told, cmd = run(a.mpiexec, 1, a.trainer, ["--config", os.path.join(a.configs, "stage0.json"),
+                                                  "--steps", "1", "--progress", "off"] + TINY,
+                        env=dict(os.environ, OPENBLAS_CORETYPE="Prescott"))
+    if rc != 0 or banner_kernels(told) != "Prescott":
+        failures.append(f"with OPENBLAS_CORETYPE=Prescott: exit {rc}, kernels {banner_kernels(told)}:\n{told}")
+    elif "avx2" in flags and "OPENBLAS_CORETYPE=" not in told.split("OpenBLAS: Prescott kernels", 1)[1]:
+        failures.append(f"with OPENBLAS_CORETYPE=Prescott on an AVX2 CPU, no warning:\n{told}")
     return failures
 
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "tools/trainer/model/blas_core.h"
 #include "tools/trainer/model/gpt2_kernels.h"
 
 namespace zrt::trainer {
@@ -206,17 +207,11 @@ struct Gpt2::Impl : ActivationBuffers {
     warnAboutBlasKernels();
   }
 
-  // OpenBLAS 0.3.21 (Debian 12) does not know some recent or virtualised Xeons and falls back to
-  // its SSE3 kernels, about 6x slower than its AVX-512 ones on the same CPU. It reads its choice
-  // from the environment when it loads, so all the model can do is say so.
+  // zrt-train runs itself again asking for the CPU's kernels (its main.cpp); a program that embeds
+  // the model, or a user who set an old core type, is told what the fallback costs.
   static void warnAboutBlasKernels() {
-    const std::string core = k::blasCoreName();
-    const bool old = core == "Prescott" || core == "Core2" || core == "Nehalem" ||
-                     core == "Penryn" || core == "Dunnington" || core == "Atom";
-    if (!old) return;
-    const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                         : __builtin_cpu_supports("avx2") ? "Haswell"
-                                                          : nullptr;
+    const std::string core = blasCoreName();
+    const char* better = betterBlasCore(core, cpuVectorsHere());
     if (!better) return;
     warnOnce("gpt2-openblas-core",
              "gpt2: OpenBLAS chose its " + core + " kernels, but this CPU has " +

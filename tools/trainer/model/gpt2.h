@@ -21,7 +21,8 @@
 // the pool itself, since two pools spinning on the same cores slow each other several-fold.
 // OMP_NUM_THREADS sets the pool; OMP_WAIT_POLICY=passive helps on a machine shared with other
 // work. OpenBLAS 0.3.21 picks its SSE3 kernels on CPUs it does not know; the constructor warns
-// when that happens on an AVX2 or AVX-512 CPU (set OPENBLAS_CORETYPE, e.g. SkylakeX).
+// when that happens on an AVX2 or AVX-512 CPU (blas_core.h; zrt-train itself sets
+// OPENBLAS_CORETYPE and runs again).
 // Thread-safety: one thread drives a Gpt2.
 #pragma once
 

@@ -92,8 +92,6 @@ Span threadShare(int count, int granule) {
 
 void initThreads() { openblas_set_num_threads(1); }
 
-std::string blasCoreName() { return openblas_get_corename(); }
-
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   // A weight gradient (M = inputs, N = outputs, K = tokens) split by rows would have every

@@ -53,8 +53,6 @@ Span threadShare(int count, int granule);
 // the same OpenMP threads as the element-wise loops (two thread pools on the same cores spin
 // against each other). Gpt2 calls this once at construction.
 void initThreads();
-// The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott"...).
-std::string blasCoreName();
 
 // Team: C[M,N] = alpha op(A) op(B) + beta C, row-major; op transposes when the flag says so.
 // Each thread computes a block of C, split along its longer side (each thread packs the whole of
