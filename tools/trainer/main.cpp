@@ -250,7 +250,14 @@ void useTheCpusBlasKernels(char** argv) {
   if (!better) return;
   setenv("OPENBLAS_CORETYPE", better, 1);
   setenv(kBlasFallbackVariable, chosen.c_str(), 1);
-  execv("/proc/self/exe", argv);
+  // By its resolved path: exec'd as /proc/self/exe, the process would be named "exe" in ps,
+  // pkill and the two-host tests' lookups.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);
+  }
   // Only on failure: carry on with the kernels chosen (the model warns of them).
   std::fprintf(stderr, "zrt-train: could not run again with OPENBLAS_CORETYPE=%s (%s); continuing "
                "on OpenBLAS's %s kernels\n", better, std::strerror(errno), chosen.c_str());

@@ -16,7 +16,10 @@ the optimizer) and the load average.
 Debian's python3-torch calls the generic libblas.so.3: with the reference BLAS selected its
 products run ~10x slower, so the script prints which one is selected and PyTorch is compared on
 OpenBLAS, as a user would run it (`update-alternatives --display libblas.so.3-x86_64-linux-gnu`).
-zrt-train links OpenBLAS directly.
+zrt-train links OpenBLAS directly. Where OpenBLAS 0.3.21 falls back to its SSE3 kernels on a
+CPU it does not know (an Emerald Rapids Xeon, say), zrt-train runs itself again with
+OPENBLAS_CORETYPE set to the CPU's own; the script then does the same to itself, so PyTorch and
+the SGEMM measurement run on those kernels too.
 
 Each side's figure is the best of --repeats runs (3), zrt-train's and PyTorch's alternating, so
 a slow spell of this VM (its SGEMM rate swings from 95 to 189 GFLOP/s within one run) that falls
