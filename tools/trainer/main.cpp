@@ -285,10 +285,11 @@ void printBanner(const Run& run) {
     std::printf("resumed from %s/%s after step %lld\n", resumeDirectory(o).c_str(), run.resumeFrom->tag.c_str(),
                 static_cast<long long>(run.startStep));
   if (!o.initFrom.empty()) std::printf("initial weights from %s\n", o.initFrom.c_str());
-  if (const char* fallback = std::getenv(kBlasFallbackVariable))
+  const char* fallback = std::getenv(kBlasFallbackVariable);
+  if (fallback && std::getenv("OPENBLAS_CORETYPE"))
     std::printf("OpenBLAS: %s kernels (it chose %s for this CPU, which it does not know; zrt-train "
                 "ran again with OPENBLAS_CORETYPE=%s)\n",
-                blasCoreName().c_str(), fallback, blasCoreName().c_str());
+                blasCoreName().c_str(), fallback, std::getenv("OPENBLAS_CORETYPE"));
   else
     std::printf("OpenBLAS: %s kernels\n", blasCoreName().c_str());
   if (run.lora.enabled())
