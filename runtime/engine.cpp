@@ -139,7 +139,7 @@ void widenInto(DType t, const void* x, float* acc, std::size_t count, bool add) 
   }
 }
 
-NormPart normPart(DType t, const void* base, std::size_t count) {
+NormPart normPartSerial(DType t, const void* base, std::size_t count) {
   const auto* h = static_cast<const std::uint16_t*>(base);
   switch (t) {
     case DType::F32: return normPartOf(count, [&](std::size_t i) { return static_cast<const float*>(base)[i]; });
@@ -147,6 +147,29 @@ NormPart normPart(DType t, const void* base, std::size_t count) {
     case DType::BF16: return normPartOf(count, [&](std::size_t i) { return bf16ToFloat(h[i]); });
   }
   return {};
+}
+
+// The threads share fixed-size chunks and the chunks' sums are added in chunk order, so the
+// norm has the same bits whatever the thread count (resuming on another machine, say). Serial,
+// the pass took 0.9% of a 4 x 256 GPT-2's step with the other core idle.
+constexpr std::size_t kNormChunk = std::size_t{1} << 16;
+
+NormPart normPart(DType t, const void* base, std::size_t count) {
+  const std::size_t chunks = (count + kNormChunk - 1) / kNormChunk;
+  if (chunks <= 1) return normPartSerial(t, base, count);
+  std::vector<NormPart> parts(chunks);
+  const auto* bytes = static_cast<const char*>(base);
+  const std::size_t es = dtypeSize(t);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < static_cast<std::int64_t>(chunks); ++c) {
+    const std::size_t first = static_cast<std::size_t>(c) * kNormChunk;
+    parts[static_cast<std::size_t>(c)] =
+        normPartSerial(t, bytes + first * es, std::min(kNormChunk, count - first));
+  }
+  NormPart whole;
+  for (const NormPart& p : parts) whole.sumSq += p.sumSq;
+  whole.nonFinite = std::isfinite(whole.sumSq) ? 0 : 1;
+  return whole;
 }
 
 }  // namespace
@@ -234,6 +257,14 @@ struct Engine::Impl {
     return gradBase() + (stage <= 1 ? states->trainableLayout().shard.begin * es : 0);
   }
   DType stepGradientType() const { return stage >= 2 && accumulator() ? DType::F32 : dtype; }
+  // At stages 0/1 a step's first micro-step (without an fp32 accumulator) would only copy the
+  // caller's gradients into the gradient buffer: the caller writes them there instead. Later
+  // micro-steps add onto it, so they use the workspace.
+  bool gradientsInPlace() const { return stage <= 1 && micro == 0 && !accumulator(); }
+  // Where the caller writes trainable parameter p's gradient this micro-step.
+  char* gradientOf(const ParamInfo& p) const {
+    return gradientsInPlace() ? gradBase() + p.offset * es : workspace.as<char>() + p.scratchOffset * es;
+  }
   const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
 
   void validate();
@@ -599,20 +630,20 @@ std::vector<TensorRef> Engine::gradients(std::size_t module) {
   std::vector<TensorRef> out;
   for (std::size_t i : e.moduleParams[module]) {
     const ParamInfo& p = e.params[i];
-    void* data = p.spec->trainable ? e.workspace.as<char>() + p.scratchOffset * e.es : nullptr;
+    void* data = p.spec->trainable ? e.gradientOf(p) : nullptr;
     out.push_back({&p.spec->name, &p.spec->shape, data, e.dtype, p.numel});
   }
   return out;
 }
 
-// Hands module m's gradients (in the workspace) on: added into the local gradient buffer at
-// stages 0/1, into the buckets when this micro-step reduces.
+// Hands module m's gradients (in the workspace, or already in place) on: added into the local
+// gradient buffer at stages 0/1, into the buckets when this micro-step reduces.
 void Engine::Impl::feed(std::size_t m) {
   const auto& ids = moduleParams[m];
   for (auto it = ids.rbegin(); it != ids.rend(); ++it) {  // backward order inside the module
     const ParamInfo& p = params[*it];
     if (!p.spec->trainable) continue;
-    const char* grad = workspace.as<char>() + p.scratchOffset * es;
+    const char* grad = gradientOf(p);
     if (stage <= 1) {
       char* dst = gradBase() + p.offset * es;
       if (float* acc = accumulator()) {
@@ -620,7 +651,7 @@ void Engine::Impl::feed(std::size_t m) {
         if (boundaryMicro())  // the sum is rounded to the dtype once, for the all-reduce
           for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(dtype, dst, i, acc[p.offset + i]);
       } else if (micro == 0) {
-        std::memcpy(dst, grad, p.numel * es);
+        if (grad != dst) std::memcpy(dst, grad, p.numel * es);
       } else {
         comm::sumPair(dtype, grad, dst, p.numel);  // fp32 add, one rounding
       }
@@ -666,7 +697,12 @@ void Engine::endMicroStep() {
     e.misused("module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
               std::to_string(e.micro));
     // Its buckets still travel (with zeros), so every rank posts the same collectives.
-    if (e.workspace) std::memset(e.workspace.data(), 0, e.workspace.bytes());
+    if (e.gradientsInPlace()) {
+      for (std::size_t i : e.moduleParams[m])
+        if (e.params[i].spec->trainable) std::memset(e.gradientOf(e.params[i]), 0, e.params[i].numel * e.es);
+    } else if (e.workspace) {
+      std::memset(e.workspace.data(), 0, e.workspace.bytes());
+    }
     e.feed(m);
   }
   // Waits during backward (for a staging buffer) were communication the caller sat through;

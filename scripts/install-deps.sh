@@ -14,7 +14,9 @@ packages=(
   libcli11-dev                        # tools' command lines
   libxxhash-dev                       # checksums
   libboost-dev                        # Boost.Asio thread pool
-  libopenblas-dev                     # the reference trainer's GPT-2 (cblas_sgemm)
+  libopenblas-dev                     # the reference trainer's GPT-2 (sgemv), PyTorch's BLAS
+  libdnnl-dev                         # the reference trainer's GPT-2 (oneDNN's sgemm)
+  ocl-icd-opencl-dev opencl-c-headers # oneDNN's CMake config looks for OpenCL
   libexpat1-dev                       # zrt-ladder's SVG test parses the chart as XML
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   fio                                 # offload benchmark reference

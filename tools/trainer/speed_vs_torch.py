@@ -7,8 +7,9 @@
 For each shape it prints tokens/s of a full training step (forward, backward, AdamW) of both,
 the model FLOPs per token (zrt-train's figure: 6 x matmul parameters + causal attention's
 6 L C (T + 1), no recomputation) and each one's model FLOP rate as a fraction of the SGEMM rate
-measured here, in this run, with the same threads (a 2048^3 torch.mm, whose BLAS is Debian's
-libblas.so.3 alternative; measured right before and right after each shape's runs, and the
+measured here, in this run, with the same threads (a 2048^3 product, the better of torch.mm, whose
+BLAS is Debian's libblas.so.3 alternative, and oneDNN's sgemm, which zrt-train's products go
+through; measured right before and right after each shape's runs, and the
 higher of the two divides that shape's figures: this VM has slow and fast spells of tens of
 seconds, which a measurement minutes away misses, and a busy moment still cannot flatter). It
 also prints zrt-train's step split (median seconds of compute, i.e. forward and backward, and of
@@ -94,11 +95,32 @@ class Gpt2(torch.nn.Module):
 
 
 def sgemm_rate(threads, n=2048, reps=5):
+    """The machine's SGEMM rate: the better of torch.mm (libblas.so.3) and oneDNN's sgemm, which
+    zrt-train's products go through, each a 2048^3 product on `threads` threads."""
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
     torch.mm(a, b)
-    best = min(timed(lambda: torch.mm(a, b)) for _ in range(reps))
-    return 2 * n**3 / best
+    blas = 2 * n**3 / min(timed(lambda: torch.mm(a, b)) for _ in range(reps))
+    dnnl = dnnl_sgemm()
+
+    def onednn():
+        st = dnnl(b"N", b"N", n, n, n, 1.0, a.data_ptr(), n, b.data_ptr(), n, 0.0, c.data_ptr(), n)
+        if st != 0:
+            raise SystemExit(f"dnnl_sgemm failed with dnnl_status_t {st}")
+    onednn()
+    return max(blas, 2 * n**3 / min(timed(onednn) for _ in range(reps)))
+
+
+def dnnl_sgemm():
+    """oneDNN's dnnl_sgemm (row-major, as cblas with CblasRowMajor), from Debian's libdnnl2. It
+    runs on the OpenMP runtime PyTorch set to `threads` above."""
+    import ctypes
+    lib = ctypes.CDLL("libdnnl.so.2")
+    f = lib.dnnl_sgemm
+    i64, fl, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    f.argtypes = [ctypes.c_char, ctypes.c_char, i64, i64, i64, fl, ptr, i64, ptr, i64, fl, ptr, i64]
+    f.restype = ctypes.c_int
+    return f
 
 
 def timed(fn):
@@ -244,7 +266,7 @@ def main():
           f"OMP_WAIT_POLICY {', '.join(policies)}, {a.repeats} runs each, alternating; "
           f"the best of each side compared")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"SGEMM: torch.mm 2048^3, {a.threads} threads, before and after each shape")
+    print(f"SGEMM: the better of torch.mm and oneDNN's sgemm, 2048^3, {a.threads} threads, before and after each shape")
     print(f"{'shape':<14} {'policy':<8} {'torch tok/s':>12} {'zrt tok/s':>10}   zrt step: compute + optimizer (s)")
     results = []
     failed = False

@@ -1,7 +1,7 @@
 // GPT-2, exactly as Hugging Face's GPT2LMHeadModel with a byte vocabulary, forward and backward
 // on the CPU: the model the reference trainer (zrt-train) trains through the Engine.
-// Matrix products go through BLAS (OpenBLAS's cblas_sgemm); the rest are OpenMP loops the
-// compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
+// Matrix products go through oneDNN's sgemm, column sums through OpenBLAS's sgemv; the rest are
+// OpenMP loops the compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
 // the Engine's dtype and are widened per module, gradients are rounded to it on the way out.
 //
 // Modules, in registration order (each one an Engine module, so stage 3 gathers block by block):
@@ -17,8 +17,9 @@
 // The language-model head is tied to wte, so module 0 is read twice in a forward (first and
 // last) and its gradient is reported once, at the end of backward, holding both uses.
 // Threads: one OpenMP pool does everything; BLAS runs single-threaded inside each call (the
-// constructor sets OpenBLAS to one thread, process-wide) and the model splits the products over
-// the pool itself, since two pools spinning on the same cores slow each other several-fold.
+// constructor sets OpenBLAS to one thread, process-wide; oneDNN, on the same OpenMP runtime,
+// keeps each call on its thread) and the model splits the products over the pool itself, since
+// two pools spinning on the same cores slow each other several-fold.
 // OMP_NUM_THREADS sets the pool; OMP_WAIT_POLICY=passive helps on a machine shared with other
 // work. OpenBLAS 0.3.21 picks its SSE3 kernels on CPUs it does not know; the constructor warns
 // when that happens on an AVX2 or AVX-512 CPU (blas_core.h; zrt-train itself sets

@@ -1,6 +1,7 @@
 #include "tools/trainer/model/gpt2_kernels.h"
 
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace zrt::trainer::kernels {
 
@@ -70,12 +73,31 @@ inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
 // helpers above then compile for the default target.)
 #define ZRT_GPT2_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-// One BLAS call, on the calling thread.
+// One product, on the calling thread, through oneDNN's sgemm: on the model's products (K of 256
+// to 1024, each thread's share of 1024 rows) its JIT kernels made a 4 x 256 training step about
+// 8% faster than OpenBLAS 0.3.21's SkylakeX kernels (alternating runs, docs/results.md).
 void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const char ta = transA ? 'T' : 'N', tb = transB ? 'T' : 'N';
+  dnnl_status_t st = dnnl_success;
+  // oneDNN keeps a call made inside an active region on its thread, as it does with one thread.
+  if (omp_in_parallel() || omp_get_max_threads() == 1) {
+    st = dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    // Outside one it would start threads of its own: a thread count set inside a region applies
+    // to that region only, so this keeps the call on this thread and leaves the caller's be.
+#pragma omp parallel num_threads(1)
+    {
+      omp_set_num_threads(1);
+      st = dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+  }
+  // oneDNN rejects only bad sizes, so this is a bug; inside a team's region the throw ends the
+  // process with this message.
+  if (st != dnnl_success)
+    ZRT_THROW(ExternalError, "gpt2: dnnl_sgemm(", ta, tb, ", M ", M, ", N ", N, ", K ", K, ", lda ",
+              lda, ", ldb ", ldb, ", ldc ", ldc, ") failed with dnnl_status_t ", static_cast<int>(st));
 }
 
 }  // namespace
@@ -368,8 +390,9 @@ ZRT_GPT2_SIMD_CLONES void transposeInto(float* dst, const float* src, std::int64
 }
 
 // One head's K or V transposed, [D, T], per thread: a product with it is NN, for which
-// OpenBLAS's small-matrix kernels run about twice as fast as the NT ones with K or V in place
-// (measured 76 against 157 GFLOP/s for a 32 x 128 x 64 block). Grows on first use.
+// OpenBLAS's small-matrix kernels ran about twice as fast as the NT ones with K or V in place
+// (measured 76 against 157 GFLOP/s for a 32 x 128 x 64 block; not measured again on oneDNN).
+// Grows on first use.
 float* transposeScratch(std::size_t floats) {
   thread_local std::vector<float> scratch;
   if (scratch.size() < floats) scratch.resize(floats);

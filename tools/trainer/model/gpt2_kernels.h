@@ -1,6 +1,7 @@
 // The layer kernels GPT-2 is built from, forward and backward, on fp32 row-major arrays: matrix
-// products through cblas_sgemm, the rest vectorised loops. Rows are tokens (n = batch x T); a
-// linear layer's weight is [in, out] (HF's Conv1D), so y = x W + b.
+// products through oneDNN's sgemm (column sums through OpenBLAS's sgemv), the rest vectorised
+// loops. Rows are tokens (n = batch x T); a linear layer's weight is [in, out] (HF's Conv1D), so
+// y = x W + b.
 //
 // Kernels are meant to run on every thread of an OpenMP parallel region, each thread doing its
 // share, with no barrier at the end; so a caller runs a chain of kernels in one region and puts a
