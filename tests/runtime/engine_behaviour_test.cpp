@@ -5,10 +5,13 @@
 // - an inf injected on one rank skips the step on every rank, the scale follows DeepSpeed's
 //   dynamic loss scaling (hysteresis first, halving to min_loss_scale, doubling after
 //   loss_scale_window clean steps), and a skipped step changes no parameter;
+// - the global gradient norm is the float64 norm and has the same bits at 1 to 4 OpenMP threads
+//   (a resumed run on a machine of other cores clips the same);
 // - bad input (a stage the engine cannot run, registrations that differ, a module reported twice
 //   or never) is a clear error on every rank, never a hang.
 #include <doctest/doctest.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -182,6 +185,50 @@ TEST_CASE("a NaN or an inf at any element of a gradient skips the step, at stage
     CHECK(std::isfinite(r[0].gradNorm));
     CHECK(r[0].gradNorm > 0);
   }
+}
+
+TEST_CASE("the gradient norm has the same bits whatever the thread count, and is the float64 norm") {
+  // One parameter of several of the norm's 65536-element chunks per rank, every rank writing the
+  // same values, so the averaged gradient is exactly those values and its float64 norm is known.
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:256M", ledger);
+  constexpr std::uint64_t kNumel = 4'000'037;
+  EngineModel model;
+  model.modules.push_back({"big", {{"weight", {static_cast<std::int64_t>(kNumel)}, init::normal(7, 0.02), true, 0}}});
+  // Magnitudes over six decades and both signs, and each chunk's sum of another size, so adding
+  // the chunks' sums in another order changes the last bits.
+  auto value = [](std::uint64_t i) {
+    const double chunkScale = 1.0 + 3.3 * static_cast<double>((i >> 16) % 7);
+    return static_cast<float>(chunkScale * std::ldexp(std::sin(0.37 * static_cast<double>(i)), -static_cast<int>(i % 20)));
+  };
+  // The reference sums in long double: a plain double sum of 4M squares in a row is itself off
+  // by ~1e-12.
+  long double sumSq = 0;
+  for (std::uint64_t i = 0; i < kNumel; ++i) sumSq += static_cast<long double>(value(i)) * value(i);
+  const double expected = static_cast<double>(std::sqrt(sumSq));
+  const int threadsBefore = omp_get_max_threads();
+  for (int stage : {0, 2}) {
+    CAPTURE(stage);
+    std::vector<double> norms;
+    for (int threads : {1, 2, 3, 4}) {
+      CAPTURE(threads);
+      omp_set_num_threads(threads);
+      Engine engine(parseConfig(config(stage, "", world), "norm test", world), *device, comm, model);
+      engine.beginMicroStep();
+      const auto refs = engine.gradients(0);
+      const double seed = engine.gradientSeed();
+      for (std::uint64_t i = 0; i < kNumel; ++i)
+        test::storeValue(refs[0].dtype, refs[0].data, i, static_cast<float>(value(i) * seed));
+      engine.backwardDone(0);
+      engine.endMicroStep();
+      norms.push_back(engine.step().gradNorm);
+    }
+    for (double n : norms) CHECK(n == norms[0]);  // bit for bit, not approximately
+    CHECK(norms[0] == doctest::Approx(expected).epsilon(1e-13));
+  }
+  omp_set_num_threads(threadsBefore);
 }
 
 TEST_CASE("clipping: the reported norm is the global unsharded norm and the step respects it") {
