@@ -73,35 +73,35 @@ void MemoryLedger::resetPeaks() {
 
 std::string MemoryLedger::table() const {
   std::lock_guard lock(mu_);
-  std::string out;
+  // A cell holds "current / peak", each at most "1023.99 KiB": 25 characters, so every line of the
+  // table has the same width whatever the figures.
+  constexpr int kTag = 20, kCell = 25, kPlaces = kNumMemPlaces;
+  static_assert(kPlaces == 4, "the row format below names four places");
+  constexpr int kInner = kTag + kPlaces * (kCell + 3);  // the title spans every column
+  std::string rule = "|" + std::string(kTag + 2, '-');
+  for (int p = 0; p < kPlaces; ++p) rule += "+" + std::string(kCell + 2, '-');
+  rule += "|\n";
   char line[256];
-  const char* rule =
-      "|----------------------+-----------------------+-----------------------+"
-      "-----------------------+-----------------------|\n";
-  out += rule;
-  std::snprintf(line, sizeof line, "| %-116s |\n",
+  std::string out = rule;
+  std::snprintf(line, sizeof line, "| %-*s |\n", kInner,
                 detail::cat("memory ledger '", name_, "' (current / peak)").c_str());
   out += line;
   out += rule;
-  std::snprintf(line, sizeof line, "| %-20s | %-21s | %-21s | %-21s | %-21s |\n", "tag",
-                "device", "pinned host", "host", "nvme");
+  std::snprintf(line, sizeof line, "| %-*s | %-*s | %-*s | %-*s | %-*s |\n", kTag, "tag", kCell,
+                "device", kCell, "pinned host", kCell, "host", kCell, "nvme");
   out += line;
   out += rule;
-  auto cell = [](const Counter& c) {
-    return formatBytes(c.current) + " / " + formatBytes(c.peak);
-  };
-  for (int t = 0; t < kNumMemTags; ++t) {
-    const auto& row = cells_[t];
-    std::snprintf(line, sizeof line, "| %-20s | %21s | %21s | %21s | %21s |\n",
-                  std::string(nameOf(static_cast<MemTag>(t))).c_str(), cell(row[0]).c_str(),
-                  cell(row[1]).c_str(), cell(row[2]).c_str(), cell(row[3]).c_str());
+  auto row = [&](const char* name, const Counter* cells) {
+    std::string c[kPlaces];
+    for (int p = 0; p < kPlaces; ++p) c[p] = formatBytes(cells[p].current) + " / " + formatBytes(cells[p].peak);
+    std::snprintf(line, sizeof line, "| %-*s | %*s | %*s | %*s | %*s |\n", kTag, name, kCell,
+                  c[0].c_str(), kCell, c[1].c_str(), kCell, c[2].c_str(), kCell, c[3].c_str());
     out += line;
-  }
+  };
+  for (int t = 0; t < kNumMemTags; ++t)
+    row(std::string(nameOf(static_cast<MemTag>(t))).c_str(), cells_[t].data());
   out += rule;
-  std::snprintf(line, sizeof line, "| %-20s | %21s | %21s | %21s | %21s |\n", "total",
-                cell(totals_[0]).c_str(), cell(totals_[1]).c_str(), cell(totals_[2]).c_str(),
-                cell(totals_[3]).c_str());
-  out += line;
+  row("total", totals_.data());
   out += rule;
   return out;
 }

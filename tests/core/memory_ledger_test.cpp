@@ -87,3 +87,23 @@ TEST_CASE("table lists every tag and place with current and peak") {
     CHECK_MESSAGE(t.find(word) != std::string::npos, word);
   }
 }
+
+TEST_CASE("every line of the table has the same width, whatever the figures") {
+  MemoryLedger ledger("rank0");
+  // The widest cells formatBytes makes ("1023.99 KiB / 1023.99 KiB") beside narrow ones.
+  ledger.charge(MemTag::Other, MemPlace::Device, 1024 * 1024 - 1);
+  ledger.charge(MemTag::Activations, MemPlace::PinnedHost, 1023 * 1024 + 1000);
+  ledger.charge(MemTag::Parameters, MemPlace::Nvme, 5);
+  const std::string t = ledger.table();
+  CHECK(t.find("1024.00 KiB / 1024.00 KiB") != std::string::npos);
+  std::size_t width = 0, lines = 0;
+  for (std::size_t at = 0; at < t.size();) {
+    const std::size_t end = t.find('\n', at);
+    REQUIRE(end != std::string::npos);
+    if (width == 0) width = end - at;
+    CHECK_MESSAGE(end - at == width, t.substr(at, end - at));
+    at = end + 1;
+    ++lines;
+  }
+  CHECK(lines == 6 + static_cast<std::size_t>(kNumMemTags) + 2);
+}
