@@ -1035,11 +1035,16 @@ void Engine::load(const std::string& dir, const std::string& tag) {
   checkpoint::load(CheckpointAccess::view(*this, copies), dir, tag);
 }
 
-void Engine::loadWeights(const std::string& path) { loadWeights(path, {}); }
+void Engine::loadWeights(const std::string& path) { loadWeights(path, {}, {}); }
 
 void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing) {
+  loadWeights(path, mayBeMissing, {});
+}
+
+void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing,
+                         const std::function<std::string(const std::string&)>& rename) {
   CheckpointAccess::ParamCopies copies;
-  checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path, mayBeMissing);
+  checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path, mayBeMissing, rename);
 }
 
 }  // namespace zrt

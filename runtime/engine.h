@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -145,6 +146,13 @@ class Engine {
   // absent from the source: those keep their current values (a LoRA adapter's initialisation
   // over a base model's weights). Present, they are loaded like the rest.
   void loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing);
+  // The same from a safetensors file whose tensors carry other names (Hugging Face's, say):
+  // `rename` gives the engine's "<module>.<param>" for a tensor's name in the file, and the file
+  // is read where it is. A name it leaves unmatched is reported as one the model lacks; two
+  // tensors renamed to one parameter are refused, naming both. A checkpoint directory's names are
+  // the engine's own, so `rename` does not apply to one.
+  void loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing,
+                   const std::function<std::string(const std::string&)>& rename);
 
  private:
   friend struct CheckpointAccess;

@@ -479,11 +479,13 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
   if (v.parametersChanged) v.parametersChanged();
 }
 
-void loadWeights(const EngineView& v, const std::string& path, const std::vector<std::string>& mayBeMissing) {
+void loadWeights(const EngineView& v, const std::string& path, const std::vector<std::string>& mayBeMissing,
+                 const std::function<std::string(const std::string&)>& rename) {
   comm::Communicator& comm = *v.comm;
   const std::string what = "checkpoint: cannot load weights from " + path + " (nothing was loaded):";
   std::unique_ptr<CheckpointReader> ckpt;
   std::unique_ptr<SafetensorsReader> st;
+  std::map<std::string, const SafetensorsTensor*> tensorOf;  // the file's tensors by the engine's names
   runAgreed(comm, what, [&] {
     if (v.inMicro || v.micro != 0)
       ZRT_THROW(InvalidArgument, "checkpoint: loadWeights inside a step (", v.micro, " of ", v.accumulation, " micro-steps done)");
@@ -497,7 +499,14 @@ void loadWeights(const EngineView& v, const std::string& path, const std::vector
     if (!pathExists(path)) ZRT_THROW(InvalidArgument, "checkpoint: ", path, " does not exist");
     st = std::make_unique<SafetensorsReader>(path);
     std::vector<NamedShape> source, engine;
-    for (const SafetensorsTensor& t : st->tensors()) source.push_back({t.name, t.shape});
+    for (const SafetensorsTensor& t : st->tensors()) {
+      std::string name = rename ? rename(t.name) : t.name;
+      const auto [it, fresh] = tensorOf.emplace(name, &t);
+      if (!fresh)
+        ZRT_THROW(InvalidArgument, "checkpoint: ", path, ": tensors '", it->second->name, "' and '", t.name,
+                  "' are both renamed to '", name, "'");
+      source.push_back({std::move(name), t.shape});
+    }
     std::set<std::string> optional;
     for (const EngineView::Param& p : v.params) {
       engine.push_back({safetensorsName(p.module, p.name), p.shape});
@@ -521,12 +530,12 @@ void loadWeights(const EngineView& v, const std::string& path, const std::vector
       ckpt->readParameterMaster(*ckpt->manifest().param(p.module + "/" + p.name), b, n, out);
     };
   } else {
-    src.has = [&](const EngineView::Param& p) { return st->find(safetensorsName(p.module, p.name)) != nullptr; };
+    src.has = [&](const EngineView::Param& p) { return tensorOf.count(safetensorsName(p.module, p.name)) != 0; };
     src.values = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, DType t, void* out) {
-      st->read(*st->find(safetensorsName(p.module, p.name)), b, n, t, out);
+      st->read(*tensorOf.at(safetensorsName(p.module, p.name)), b, n, t, out);
     };
     src.master = [&](const EngineView::Param& p, std::uint64_t b, std::uint64_t n, float* out) {
-      st->read(*st->find(safetensorsName(p.module, p.name)), b, n, DType::F32, out);
+      st->read(*tensorOf.at(safetensorsName(p.module, p.name)), b, n, DType::F32, out);
     };
   }
   runAgreed(comm, "checkpoint: loading weights from " + path + " failed part-way (the parameters are now mixed):",

@@ -15,12 +15,14 @@
 // over the ranks, before anything in the engine is overwritten.
 //
 // loadWeights() fills the parameters (and master weights) only, matching by name, from a ZRT
-// checkpoint directory or a safetensors file (names "<module>.<param>"), converting dtypes; the
-// parameters named in `mayBeMissing` ("<module>/<param>") may be absent and then keep their values.
+// checkpoint directory or a safetensors file (names "<module>.<param>", or whatever names
+// `rename`, when given, maps to those), converting dtypes; the parameters named in `mayBeMissing`
+// ("<module>/<param>") may be absent and then keep their values.
 //
 // All three are collective; an error on one rank is thrown on every rank.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,8 @@ namespace zrt::checkpoint {
 // `metadata` (a JSON object, possibly empty) goes verbatim into the manifest's "metadata".
 void save(const EngineView& engine, const std::string& dir, const std::string& tag, const nlohmann::json& metadata);
 void load(const EngineView& engine, const std::string& dir, const std::string& tag);
-void loadWeights(const EngineView& engine, const std::string& path, const std::vector<std::string>& mayBeMissing);
+void loadWeights(const EngineView& engine, const std::string& path, const std::vector<std::string>& mayBeMissing,
+                 const std::function<std::string(const std::string&)>& rename = {});
 
 // The name a parameter has in a safetensors file: "<module>.<param>", Hugging Face's style.
 std::string safetensorsName(const std::string& module, const std::string& param);

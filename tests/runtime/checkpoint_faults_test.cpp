@@ -4,7 +4,8 @@
 // state is touched and without changing the checkpoint. A disk that fills up during a save (an
 // injected ENOSPC on one rank) fails the save on every rank, leaves the previous checkpoint and
 // `latest` intact and removes the temporary directory. Weights-only loading from a checkpoint
-// and from a safetensors file built here byte by byte (the independent reference).
+// and from a safetensors file built here byte by byte (the independent reference), also under
+// other names through a rename.
 #include <sys/mount.h>
 
 #include <doctest/doctest.h>
@@ -260,6 +261,34 @@ TEST_CASE("weights only, from a checkpoint (any dtype) and from a safetensors fi
     test::TestEngine two(comm, 2, kMicro, 1, DType::F32, more);
     CHECK_THROWS_WITH_AS(two.engine.loadWeights(file, {"layer0/gain"}),
                          doctest::Contains("'layer1.gain' [8]: missing from the safetensors file"), InvalidArgument);
+
+    // The same tensors under other names ("model.layer0.weight"), read in place through a rename.
+    nlohmann::json foreign;
+    for (const auto& [name, entry] : header.items()) foreign["model." + name] = entry;
+    const std::string h2 = foreign.dump();
+    const std::string renamedFile = dir / "foreign.safetensors";
+    if (comm.rank() == 0) {
+      std::ofstream out(renamedFile, std::ios::binary);
+      const std::uint64_t n = h2.size();
+      for (int k = 0; k < 8; ++k) out.put(static_cast<char>((n >> (8 * k)) & 0xff));
+      out << h2 << data;
+    }
+    MPI_Barrier(test::testComm());
+    auto dropModel = [](const std::string& n) { return n.rfind("model.", 0) == 0 ? n.substr(6) : n; };
+    test::TestEngine r(comm, 3, kMicro, 1, DType::F32);
+    CHECK_THROWS_WITH_AS(r.engine.loadWeights(renamedFile),
+                         doctest::Contains("'model.layer0.weight' [8,8]: in the safetensors file, not in this model"),
+                         InvalidArgument);
+    r.engine.loadWeights(renamedFile, {}, dropModel);
+    CHECK(test::sameBits(test::trainedValues(r.engine), expect));
+    // Two tensors renamed onto one parameter: refused, naming both, before anything is loaded.
+    test::TestEngine d(comm, 3, kMicro, 1, DType::F32);
+    const auto before = allValues(d.engine);
+    auto clash = [](const std::string& n) { return n == "model.layer1.bias" ? std::string("layer0.bias") : n.substr(6); };
+    CHECK_THROWS_WITH_AS(d.engine.loadWeights(renamedFile, {}, clash),
+                         doctest::Contains("'model.layer0.bias' and 'model.layer1.bias' are both renamed to 'layer0.bias'"),
+                         InvalidArgument);
+    CHECK(allValues(d.engine) == before);
   }
   SUBCASE("a checkpoint lacking a parameter named as one that may be missing") {
     EngineModel more = test::testModel(0.02);

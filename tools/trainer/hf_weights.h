@@ -3,13 +3,13 @@
 // safetensors tensors by "<module>.<param>", and the trainer registers each parameter under its
 // Hugging Face name inside a module ("embed", "h.0", ..., "ln_f"), so the engine expects
 // "embed.wte.weight", "h.0.h.0.ln_1.weight", "ln_f.ln_f.weight" (what zrt-ckpt export writes).
-// The Engine takes no name mapping, so a file under the Hugging Face names is copied, renamed,
-// into a private temporary file that loadWeights then reads.
-// Thread-safety: one thread.
+// HfNames is the rename loadWeights takes, so the file is read where it is.
+// Thread-safety: const after construction.
 #pragma once
 
+#include <map>
+#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace zrt::trainer {
@@ -20,27 +20,17 @@ struct RegisteredName {
   std::string param;
 };
 
-// The engine's name for each tensor name in `names`: unchanged when it already is one, else the
-// "<module>.<param>" whose param is the name (after dropping a "transformer." prefix). A name
-// matching neither is kept, so loadWeights lists it among the differences.
-std::vector<std::string> engineNames(const std::vector<std::string>& names,
-                                     const std::vector<RegisteredName>& registered);
-
-// What loadWeights should read for `path`: `path` itself (a checkpoint directory, or a
-// safetensors file already under the engine's names), or a renamed copy in a temporary
-// directory under $TMPDIR (or /tmp), removed when this object is destroyed.
-class WeightsForEngine {
+class HfNames {
  public:
-  WeightsForEngine(const std::string& path, const std::vector<RegisteredName>& registered);
-  ~WeightsForEngine();
-  WeightsForEngine(const WeightsForEngine&) = delete;
-  WeightsForEngine& operator=(const WeightsForEngine&) = delete;
-  const std::string& path() const { return path_; }
-  bool renamed() const { return !tempDir_.empty(); }
+  explicit HfNames(const std::vector<RegisteredName>& registered);
+  // The engine's name for a tensor name: unchanged when it already is one, else the
+  // "<module>.<param>" whose param is the name (after dropping a "transformer." prefix). A name
+  // matching neither is kept, so loadWeights lists it among the differences.
+  std::string operator()(const std::string& name) const;
 
  private:
-  std::string path_;
-  std::string tempDir_;
+  std::set<std::string> engine_;
+  std::map<std::string, std::string> byParam_;
 };
 
 }  // namespace zrt::trainer

@@ -133,22 +133,11 @@ void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
     return;
   }
   if (o.initFrom.empty()) return;
-  // Each rank renames into its own temporary copy (its $TMPDIR need not be shared); a rank that
-  // cannot must not leave the others waiting in loadWeights.
-  std::unique_ptr<WeightsForEngine> weights;
-  std::exception_ptr failure;
-  try {
-    weights = std::make_unique<WeightsForEngine>(o.initFrom, names);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  agree(*run.comm, failure);
   try {
     // The adapters may be absent (a base model's weights): they keep their fresh values.
-    run.engine->loadWeights(weights->path(), run.adapterNames);
+    run.engine->loadWeights(o.initFrom, run.adapterNames, HfNames(names));
   } catch (const std::exception& e) {
-    throw AgreedSetUpError("--init-from " + o.initFrom + (weights->renamed() ? " (renamed to the engine's names)" : "") +
-                           ": " + e.what());
+    throw AgreedSetUpError("--init-from " + o.initFrom + ": " + e.what());
   }
 }
 
