@@ -54,6 +54,19 @@ void writeJson(const std::string& p, const nlohmann::json& j) {
   std::ofstream(p, std::ios::trunc) << j.dump(1);
 }
 
+// A safetensors file, byte by byte, on rank 0: u64 little-endian header length, the JSON header,
+// the raw data.
+void writeSafetensors(const std::string& path, const nlohmann::json& header, const std::string& data) {
+  if (test::worldRank() == 0) {
+    const std::string h = header.dump();
+    std::ofstream out(path, std::ios::binary);
+    const std::uint64_t n = h.size();
+    for (int k = 0; k < 8; ++k) out.put(static_cast<char>((n >> (8 * k)) & 0xff));
+    out << h << data;
+  }
+  MPI_Barrier(test::testComm());
+}
+
 // Every parameter of every module (models here differ in how many a module has).
 std::vector<std::vector<float>> allValues(const Engine& engine) {
   std::vector<std::vector<float>> out;
@@ -206,7 +219,7 @@ TEST_CASE("weights only, from a checkpoint (any dtype) and from a safetensors fi
     CHECK(finer);
   }
   SUBCASE("safetensors: F32 and BF16 tensors, named <module>.<param>") {
-    // The file, byte by byte: u64 little-endian header length, JSON header, raw data.
+    // The file's tensors, byte by byte.
     std::vector<float> values;
     nlohmann::json header;
     std::string data;
@@ -234,15 +247,8 @@ TEST_CASE("weights only, from a checkpoint (any dtype) and from a safetensors fi
         if (name != "scale") expect.push_back(v);
       }
     }
-    const std::string h = header.dump();
     const std::string file = dir / "model.safetensors";
-    if (comm.rank() == 0) {
-      std::ofstream out(file, std::ios::binary);
-      const std::uint64_t n = h.size();
-      for (int k = 0; k < 8; ++k) out.put(static_cast<char>((n >> (8 * k)) & 0xff));
-      out << h << data;
-    }
-    MPI_Barrier(test::testComm());
+    writeSafetensors(file, header, data);
     test::TestEngine t(comm, 2, kMicro, 1, DType::F32);
     t.engine.loadWeights(file);
     CHECK(test::sameBits(test::trainedValues(t.engine), expect));
@@ -265,15 +271,8 @@ TEST_CASE("weights only, from a checkpoint (any dtype) and from a safetensors fi
     // The same tensors under other names ("model.layer0.weight"), read in place through a rename.
     nlohmann::json foreign;
     for (const auto& [name, entry] : header.items()) foreign["model." + name] = entry;
-    const std::string h2 = foreign.dump();
     const std::string renamedFile = dir / "foreign.safetensors";
-    if (comm.rank() == 0) {
-      std::ofstream out(renamedFile, std::ios::binary);
-      const std::uint64_t n = h2.size();
-      for (int k = 0; k < 8; ++k) out.put(static_cast<char>((n >> (8 * k)) & 0xff));
-      out << h2 << data;
-    }
-    MPI_Barrier(test::testComm());
+    writeSafetensors(renamedFile, foreign, data);
     auto dropModel = [](const std::string& n) { return n.rfind("model.", 0) == 0 ? n.substr(6) : n; };
     test::TestEngine r(comm, 3, kMicro, 1, DType::F32);
     CHECK_THROWS_WITH_AS(r.engine.loadWeights(renamedFile),
