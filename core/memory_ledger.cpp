@@ -73,8 +73,8 @@ void MemoryLedger::resetPeaks() {
 
 std::string MemoryLedger::table() const {
   std::lock_guard lock(mu_);
-  // A cell holds "current / peak", each at most "1023.99 KiB": 25 characters, so every line of the
-  // table has the same width whatever the figures.
+  // A cell holds "current / peak", each at most 11 characters ("1024.00 KiB", a byte short of
+  // 1 MiB): 25 in all, so every line of the table has the same width whatever the figures.
   constexpr int kTag = 20, kCell = 25, kPlaces = kNumMemPlaces;
   static_assert(kPlaces == 4, "the row format below names four places");
   constexpr int kInner = kTag + kPlaces * (kCell + 3);  // the title spans every column

@@ -90,7 +90,7 @@ TEST_CASE("table lists every tag and place with current and peak") {
 
 TEST_CASE("every line of the table has the same width, whatever the figures") {
   MemoryLedger ledger("rank0");
-  // The widest cells formatBytes makes ("1023.99 KiB / 1023.99 KiB") beside narrow ones.
+  // The widest figure formatBytes makes (a byte short of 1 MiB: "1024.00 KiB") beside narrow ones.
   ledger.charge(MemTag::Other, MemPlace::Device, 1024 * 1024 - 1);
   ledger.charge(MemTag::Activations, MemPlace::PinnedHost, 1023 * 1024 + 1000);
   ledger.charge(MemTag::Parameters, MemPlace::Nvme, 5);

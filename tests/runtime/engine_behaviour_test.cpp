@@ -197,7 +197,7 @@ TEST_CASE("the gradient norm has the same bits whatever the thread count, and is
   constexpr std::uint64_t kNumel = 4'000'037;
   EngineModel model;
   model.modules.push_back({"big", {{"weight", {static_cast<std::int64_t>(kNumel)}, init::normal(7, 0.02), true, 0}}});
-  // Magnitudes over six decades and both signs, and each chunk's sum of another size, so adding
+  // Magnitudes from 1 down to 2^-19 and both signs, and each chunk's sum of another size, so adding
   // the chunks' sums in another order changes the last bits.
   auto value = [](std::uint64_t i) {
     const double chunkScale = 1.0 + 3.3 * static_cast<double>((i >> 16) % 7);
