@@ -22,8 +22,13 @@ std::atomic<bool> gReported{false};
 static_assert(std::atomic<TerminationHook>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
               "the signal handler may only touch lock-free atomics");
 
-constexpr int kSignals[] = {SIGINT, SIGTERM};
-struct sigaction gPrevious[2];
+// SIGINT and SIGTERM are how jobs are ended; SIGHUP, SIGUSR1 and SIGUSR2 end a process that has
+// no handler for them by default, and schedulers send them (Slurm's --signal=USR1, a closed
+// terminal). Those three are only taken while nobody else handles them (kOnlyWhileDefault): a
+// program that uses SIGUSR1 for itself must keep its swap files.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+constexpr bool kOnlyWhileDefault[] = {false, false, true, true, true};
+struct sigaction gPrevious[std::size(kSignals)];
 
 void runAll(std::array<std::atomic<TerminationHook>, kMaxHooks>& hooks, int sig) noexcept {
   for (auto& slot : hooks) {
@@ -64,7 +69,7 @@ std::mutex& registrationMutex() {
 }
 
 void installLocked() {
-  // No SIGINT/SIGTERM may run the handler while gPrevious is being rewritten.
+  // None of the signals may run the handler while gPrevious is being rewritten.
   sigset_t block, old;
   sigemptyset(&block);
   for (int sig : kSignals) sigaddset(&block, sig);
@@ -81,6 +86,8 @@ void installLocked() {
     }
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == onSignal) continue;
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
+    if (kOnlyWhileDefault[i] && ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL))
+      continue;
     gPrevious[i] = current;
     struct sigaction sa {};
     sa.sa_handler = onSignal;

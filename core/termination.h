@@ -4,6 +4,9 @@
 //     job after one of its ranks died sends), installed on the first registration: after the
 //     hooks the previous disposition is restored and the signal re-raised, so the process still
 //     ends by that signal and a handler installed earlier (MPI's, the application's) still runs;
+//     the same for SIGHUP, SIGUSR1 and SIGUSR2 (a closed terminal, Slurm's --signal=USR1, or
+//     mpirun forwarding either), but only while their disposition is the default, which ends
+//     the process: a program that handles them itself keeps them, and its swap files;
 //   - from runTerminationHooks(0), called by a component that is about to end the process on
 //     purpose (the comm watchdog, just before MPI_Abort).
 // Report hooks (the comm layer's "what was this rank waiting for") run before cleanup hooks
@@ -27,7 +30,7 @@ using TerminationHook = void (*)(int signal) noexcept;
 // Throws Error when the fixed table (16 hooks) is full or the handler cannot be installed.
 void addTerminationHook(TerminationPhase phase, TerminationHook hook);
 
-// Installs the SIGINT/SIGTERM handler, chaining to whatever is installed now. Called at every
+// Installs the handler of the signals above, chaining to whatever is installed now. Called at every
 // registration (hooks, cleanup directories): a library or framework that set its own handler
 // after ours (MPI, a test runner) is then chained behind ours instead of silently replacing it.
 void installTerminationHandler();

@@ -1,8 +1,10 @@
 #include "offload/cleanup_registry.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -207,9 +209,50 @@ void install() {
 std::string ownerTag() { return "p" + std::to_string(::getpid()) + hostTag(); }
 
 int removeDirectoryFlat(const char* dir) noexcept {
-  int first = 0;
-  const int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // The last component is ours; the directories above it are the user's (nvme_path may well be
+  // a link to a scratch disk), so only the last one is opened without following links.
+  char parent[PATH_MAX];
+  std::size_t len = 0;
+  if (!append(parent, sizeof parent, &len, dir)) return ENAMETOOLONG;
+  while (len > 1 && parent[len - 1] == '/') parent[--len] = '\0';
+  char* slash = std::strrchr(parent, '/');
+  const char* name = parent;
+  int pfd = AT_FDCWD;
+  if (slash != nullptr) {
+    name = slash + 1;
+    if (slash == parent) {
+      pfd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+      *slash = '\0';
+      pfd = ::open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (pfd < 0) return errno == ENOENT ? 0 : errno;
+  }
+  const int err = removeDirectoryAt(pfd, name);
+  if (pfd != AT_FDCWD) ::close(pfd);
+  return err;
+}
+
+int removeDirectoryAt(int parentFd, const char* name) noexcept {
+  if (name[0] == '\0' || std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0 ||
+      std::strchr(name, '/') != nullptr)
+    return EINVAL;
+  // O_NOFOLLOW: a link planted under a swap directory's name must never lead the removal into
+  // the directory it points to (O_DIRECTORY alone would follow it).
+  const int dfd = ::openat(parentFd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd < 0) return errno == ENOENT ? 0 : errno;
+  struct stat st {};
+  if (::fstat(dfd, &st) != 0) {
+    const int err = errno;
+    ::close(dfd);
+    return err;
+  }
+  // Only a directory this user owns is emptied: another user's look-alike is not ours to remove.
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(dfd);
+    return EPERM;
+  }
+  int first = 0;
   alignas(8) char buf[4096];
   for (;;) {
     const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof(buf));
@@ -221,11 +264,13 @@ int removeDirectoryFlat(const char* dir) noexcept {
       const auto* d = reinterpret_cast<const Dirent64*>(buf + pos);
       pos += d->reclen;
       if (std::strcmp(d->name, ".") == 0 || std::strcmp(d->name, "..") == 0) continue;
+      // unlinkat without AT_REMOVEDIR removes a link itself, never its target, and refuses a
+      // subdirectory (the swap directories are flat).
       if (::unlinkat(dfd, d->name, 0) != 0 && errno != ENOENT && first == 0) first = errno;
     }
   }
   ::close(dfd);
-  if (::rmdir(dir) != 0 && errno != ENOENT && first == 0) first = errno;
+  if (::unlinkat(parentFd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && first == 0) first = errno;
   return first;
 }
 
@@ -235,22 +280,20 @@ int removeExitedOwnersDirectories(const char* parent, const char* prefix) noexce
   const pid_t self = ::getpid();
   int removed = 0;
   alignas(8) char buf[4096];
-  char path[PATH_MAX];
   for (;;) {
     const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof(buf));
     if (n <= 0) break;
     for (long pos = 0; pos < n;) {
       const auto* d = reinterpret_cast<const Dirent64*>(buf + pos);
       pos += d->reclen;
+      // A link is never a swap directory, whatever its name says (removeDirectoryAt refuses it
+      // too, whatever the file system reports here).
+      if (d->type == DT_LNK) continue;
       const pid_t owner = exitedCandidate(d->name, prefix);
       if (owner == 0 || owner == self || processRuns(owner)) continue;
-      std::size_t len = 0;
-      if (!append(path, sizeof path, &len, parent) || !append(path, sizeof path, &len, "/") ||
-          !append(path, sizeof path, &len, d->name))
-        continue;
       // Removing entries while reading the directory is allowed; one may be seen twice or not
       // at all, and the other ranks sweep too.
-      if (removeDirectoryFlat(path) == 0) ++removed;
+      if (removeDirectoryAt(dfd, d->name) == 0) ++removed;
     }
   }
   ::close(dfd);

@@ -9,7 +9,8 @@
 // surviving ranks of a job remove the swap directories of a rank that was SIGKILLed.
 // The cleanup is async-signal-safe: a fixed table of slots (64) of lock-free atomics, read like
 // a seqlock (a path another thread is rewriting is skipped, never acted on half-written), and
-// only open/getdents64/unlinkat/rmdir/kill/read system calls.
+// only open/openat/fstat/getdents64/unlinkat/kill/read system calls, every one relative to a
+// directory fd and never following a link in what it removes.
 // Thread-safety: registerCleanupDirectory/unregisterCleanupDirectory from any thread.
 #pragma once
 
@@ -31,13 +32,17 @@ void unregisterCleanupDirectory(int slot);
 // letters, digits and '.'; anything else becomes '_' (so the tag holds no '-').
 std::string ownerTag();
 
-// Removes every plain file directly inside `dir`, then `dir` itself; async-signal-safe.
-// Returns 0 or the first errno met (ENOENT counts as success).
+// Removes every entry directly inside `dir` (a link is removed, never followed), then `dir`
+// itself; async-signal-safe. `dir`'s last component must be a directory owned by this user, not
+// a link: anything else is left alone (EPERM, ELOOP or ENOTDIR). Returns 0 or the first errno met (ENOENT counts as success).
 int removeDirectoryFlat(const char* dir) noexcept;
+// The same for the entry `name` of the directory open at `parentFd` (or AT_FDCWD).
+int removeDirectoryAt(int parentFd, const char* name) noexcept;
 
 // Removes the directories in `parent` named "<prefix>...-<tag>-XXXXXX" whose tag names an
 // exited process (or a zombie) of this host and PID namespace, other than this one; returns how
-// many it removed. Async-signal-safe.
+// many it removed. A link under such a name, or a directory of another user, is left alone.
+// Async-signal-safe.
 int removeExitedOwnersDirectories(const char* parent, const char* prefix) noexcept;
 
 }  // namespace zrt::offload

@@ -45,6 +45,16 @@ std::string freeSpace(const std::filesystem::path& path) {
   return formatBytes(static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize);
 }
 
+// What an open's errno means for the user, beyond strerror's words.
+std::string whyRefused(int err, const FileOpenOptions& options) {
+  if (err == ELOOP) return " (it is a symbolic link: files are never opened through one)";
+  if (err == EEXIST && options.exclusive)
+    return " (something already has that name, a symbolic link perhaps: it is left untouched)";
+  if (err == EINVAL && options.direct == DirectIo::On)
+    return " (the file system does not support direct I/O; set direct I/O to auto or off)";
+  return "";
+}
+
 }  // namespace
 
 std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem::path>& paths,
@@ -55,7 +65,10 @@ std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem
               " must be a positive multiple of 4096 bytes");
   std::shared_ptr<OffloadFile> file(new OffloadFile());
   file->unit_ = options.stripeUnit;
+  // O_NOFOLLOW on every open, the buffered retry included: a link planted where a swap file
+  // goes must never turn its writes (or its preallocation) onto the file it points to.
   int flags = (options.readOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  if (!options.userNamedPath) flags |= O_NOFOLLOW;
   if (options.create) flags |= O_CREAT;
   if (options.create && options.exclusive) flags |= O_EXCL;
   if (options.truncate) flags |= O_TRUNC;
@@ -79,10 +92,7 @@ std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem
       } else {
         const int err = errno;
         ZRT_THROW_ERRNO(err, "cannot open '", path.string(), "' with O_DIRECT: ",
-                        std::strerror(err),
-                        err == EINVAL ? " (the file system does not support direct I/O; set "
-                                        "direct I/O to auto or off)"
-                                      : "");
+                        std::strerror(err), whyRefused(err, options));
       }
     }
     if (fd < 0) {
@@ -92,10 +102,25 @@ std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem
       fd = ::open(path.c_str(), retryFlags, mode);
       if (fd < 0) {
         const int err = errno;
-        ZRT_THROW_ERRNO(err, "cannot open '", path.string(), "': ", std::strerror(err));
+        ZRT_THROW_ERRNO(err, "cannot open '", path.string(), "': ", std::strerror(err),
+                        whyRefused(err, options));
       }
     }
     s.fd = FileDescriptor(fd);
+    // Without O_EXCL (the buffered retry, or a caller's plain create) the name may have been
+    // another file's hard link, or something other than a file: neither is a swap file.
+    struct stat st {};
+    if (options.userNamedPath) {
+      // taken as the user named it
+    } else if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ZRT_THROW_ERRNO(err, "cannot stat '", path.string(), "': ", std::strerror(err));
+    } else if (!S_ISREG(st.st_mode)) {
+      ZRT_THROW_ERRNO(EINVAL, "'", path.string(), "' is not a regular file");
+    } else if (options.create && options.exclusive && st.st_nlink != 1) {
+      ZRT_THROW_ERRNO(EEXIST, "'", path.string(), "' was created here but has ", st.st_nlink,
+                      " names: another process linked it meanwhile");
+    }
     // Only a file this call created for sure (exclusive) gets its mode set exactly; an existing
     // file keeps the mode its owner gave it.
     if (options.create && options.exclusive && ::fchmod(fd, mode) != 0) {

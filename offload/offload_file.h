@@ -26,6 +26,9 @@ struct FileOpenOptions {
   bool exclusive = false;  // with create: fail if the file exists
   bool truncate = false;
   unsigned mode = 0600;    // for created files; with exclusive, set exactly (no umask)
+  // A path the user named (zrt-io's --filename, as fio's): a link is followed and a device is
+  // fine. Otherwise a link is refused (O_NOFOLLOW) and only a regular file is accepted.
+  bool userNamedPath = false;
   std::uint64_t stripeUnit = 1 << 20;  // bytes per stripe unit with several paths
 };
 

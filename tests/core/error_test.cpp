@@ -33,3 +33,16 @@ TEST_CASE("messages carry the rank once it is known") {
   CHECK_THROWS_AS(ZRT_ENFORCE(false), Error);
   CHECK_NOTHROW(ZRT_ENFORCE(true, "never printed"));
 }
+
+TEST_CASE("messages name source files from the repository's root, not the build machine's") {
+  CHECK(detail::where("/home/ci/zrt/core/error.cpp", 7) == "core/error.cpp:7: ");
+  CHECK(detail::where("/work/main/tests/runtime/engine_test.cpp", 3) == "tests/runtime/engine_test.cpp:3: ");
+  CHECK(detail::where("/w/tools/trainer/model/layers.cpp", 1) == "tools/trainer/model/layers.cpp:1: ");
+  CHECK(detail::where("runtime/engine.cpp", 2) == "runtime/engine.cpp:2: ");
+  try {
+    ZRT_ENFORCE(false, "here");
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).rfind("tests/core/error_test.cpp:", 0) == 0);
+  }
+}

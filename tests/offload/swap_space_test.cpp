@@ -1,8 +1,9 @@
 // Swap files: a private directory per job and rank (0700) under each nvme_path, files 0600 with
 // their space reserved (fallocate) and charged to the ledger at MemPlace::Nvme, striped over
-// the paths; everything removed when the owners go away, at exit(), and on SIGTERM and SIGINT
-// (a forked child is killed; the signal still ends it, and its directory is gone); the
-// directory of a SIGKILLed process removed by the next process of its job that cleans up.
+// the paths; everything removed when the owners go away, at exit(), and on SIGTERM, SIGINT,
+// SIGHUP, SIGUSR1 and SIGUSR2 (a forked child is killed; the signal still ends it, and its directory is gone); the
+// directory of a SIGKILLed process removed by the next process of its job that cleans up, and
+// never a link planted under such a name, its target, or another user's directory.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "offload/aligned_buffer.h"
 #include "offload/cleanup_registry.h"
+#include "offload/io_error.h"
 #include "offload/offload_engine.h"
 #include "offload/swap_space.h"
 #include "offload_test_util.h"
@@ -162,8 +165,8 @@ TEST_CASE("two spaces of the same job and rank never share a directory") {
   CHECK(s1.directories()[0] != s2.directories()[0]);
 }
 
-TEST_CASE("SIGTERM and SIGINT remove the swap directory and still end the process") {
-  for (int sig : {SIGTERM, SIGINT}) {
+TEST_CASE("SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 remove the swap directory and still end the process") {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) {
     CAPTURE(sig);
     TempDir base;
     auto [dir, status] = childWithSwap(base.path(), sig);
@@ -180,6 +183,29 @@ TEST_CASE("a handler installed before the swap space still runs, after the clean
   CHECK(WIFEXITED(status));
   if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 42);
   CHECK_FALSE(fs::exists(dir));
+}
+
+namespace {
+volatile sig_atomic_t gUsr1Seen = 0;
+}  // namespace
+
+TEST_CASE("a program that handles SIGUSR1 itself keeps the signal and its swap files") {
+  TempDir base;
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::signal(SIGUSR1, [](int) { gUsr1Seen = 1; });
+    zrt::MemoryLedger ledger;
+    SwapSpace space({base.path()}, ledger, 0, "own-usr1");
+    SwapFile file = space.create("state", 1 << 20, zrt::MemTag::OptimizerState, {});
+    ::raise(SIGUSR1);
+    const bool kept = gUsr1Seen == 1 && fs::exists(space.directories()[0] / "state");
+    std::_Exit(kept ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("exit() without destructors removes the swap directory") {
@@ -263,4 +289,96 @@ TEST_CASE("a rank's SIGTERM cleanup also removes the swap directory of a SIGKILL
   CHECK_FALSE(fs::exists(dir));
   CHECK_FALSE(fs::exists(killedDir));
   CHECK(entries(base.path()) == 0);
+}
+
+namespace {
+
+// A directory outside the swap area with files a hostile link would have the cleanup delete.
+struct Victim {
+  TempDir dir;
+  Victim() {
+    for (const char* name : {"a", "b", "c"}) std::fclose(std::fopen((dir.path() / name).c_str(), "w"));
+  }
+  bool intact() const { return entries(dir.path()) == 3; }
+};
+
+}  // namespace
+
+TEST_CASE("the sweep never follows a link planted under a dead rank's directory name") {
+  TempDir base;
+  Victim victim;
+  // What a hostile user plants: a link named like the directory of a dead rank of the job.
+  const fs::path link = base.path() / ("zrt-swap-child-rank7-" + tagOf(exitedPid()) + "-AAAAAA");
+  fs::create_directory_symlink(victim.dir.path(), link);
+  CHECK(removeExitedOwnersDirectories(base.path().c_str(), "zrt-swap-child-rank") == 0);
+  CHECK(victim.intact());
+  CHECK(removeDirectoryFlat(link.c_str()) == ELOOP);
+  CHECK(victim.intact());
+  // And through the signal-time cleanup of a rank of that job, as on kill -9 of a peer.
+  auto [dir, status] = childWithSwap(base.path(), SIGTERM);
+  CHECK(WIFSIGNALED(status));
+  CHECK_FALSE(fs::exists(dir));
+  CHECK(victim.intact());
+  CHECK(fs::is_symlink(link));
+}
+
+TEST_CASE("the sweep removes a dead rank's links, never their targets") {
+  TempDir base;
+  Victim victim;
+  const fs::path dead = base.path() / ("zrt-swap-job7-rank0-" + tagOf(exitedPid()) + "-Ab3dE9");
+  fs::create_directory(dead);
+  fs::create_symlink(victim.dir.path() / "a", dead / "state");
+  fs::create_directory_symlink(victim.dir.path(), dead / "dir");
+  CHECK(removeExitedOwnersDirectories(base.path().c_str(), "zrt-swap-job7-rank") == 1);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(victim.intact());
+}
+
+// Making another user's directory needs root (CI's user); elsewhere the case checks nothing and
+// says so.
+TEST_CASE("the sweep leaves another user's directory alone") {
+  if (::geteuid() != 0) {
+    MESSAGE("not root: cannot make another user's directory, nothing checked");
+    return;
+  }
+  TempDir base;
+  const fs::path other = base.path() / ("zrt-swap-job7-rank0-" + tagOf(exitedPid()) + "-Ab3dE9");
+  fs::create_directory(other);
+  std::fclose(std::fopen((other / "state").c_str(), "w"));
+  REQUIRE(::chown(other.c_str(), 65534, 65534) == 0);
+  CHECK(removeExitedOwnersDirectories(base.path().c_str(), "zrt-swap-job7-rank") == 0);
+  CHECK(fs::exists(other / "state"));
+  CHECK(removeDirectoryFlat(other.c_str()) == EPERM);
+  CHECK(fs::exists(other / "state"));
+}
+
+TEST_CASE("a link planted where a swap file goes is refused, its target untouched") {
+  TempDir base;
+  Victim victim;
+  zrt::MemoryLedger ledger;
+  SwapSpace space({base.path()}, ledger, 0, "job");
+  fs::create_symlink(victim.dir.path() / "a", space.directories()[0] / "state");
+  // Exclusive, as every swap file is created.
+  try {
+    space.create("state", 1 << 20, zrt::MemTag::OptimizerState, {});
+    FAIL("the planted link was accepted");
+  } catch (const zrt::Error& e) {
+    CHECK(std::string(e.what()).find("already exists") != std::string::npos);
+  }
+  CHECK(fs::file_size(victim.dir.path() / "a") == 0);
+  // Without O_EXCL (as the buffered retry opens), O_NOFOLLOW still refuses the link.
+  for (DirectIo direct : {DirectIo::Auto, DirectIo::Off}) {
+    FileOpenOptions o;
+    o.create = true;
+    o.direct = direct;
+    try {
+      OffloadFile::open({space.directories()[0] / "state"}, o);
+      FAIL("the planted link was opened");
+    } catch (const zrt::IoError& e) {
+      CHECK(e.errnum() == ELOOP);
+      CHECK(std::string(e.what()).find("symbolic link") != std::string::npos);
+    }
+  }
+  CHECK(fs::file_size(victim.dir.path() / "a") == 0);
+  CHECK(victim.intact());
 }

@@ -163,6 +163,7 @@ void Workspace::layout() {
   std::string where;
   if (!w.namedFiles.empty()) {
     fo.create = true;
+    fo.userNamedPath = true;
     for (const auto& path : w.namedFiles) {
       std::error_code ec;
       const auto existing = std::filesystem::file_size(path, ec);
@@ -223,6 +224,7 @@ std::shared_ptr<offload::OffloadFile> Workspace::reopen(const File& f, const Run
   offload::FileOpenOptions fo;
   fo.direct = c.buffered ? offload::DirectIo::Off : offload::DirectIo::Auto;
   fo.stripeUnit = workload_.stripeUnit;
+  fo.userNamedPath = !workload_.namedFiles.empty();
   return offload::OffloadFile::open(paths, fo);
 }
 
