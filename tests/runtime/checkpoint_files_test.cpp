@@ -1,0 +1,190 @@
+// The checkpoint files as a hostile directory can present them. Something other than a regular
+// file where a reader expects one (a FIFO, whose plain open waits forever for a writer) is
+// refused at once, naming the path: `latest`, manifest.json, engine_state.json, a shard, a
+// safetensors file, through each reader and through Engine::load (zrt-train --resume). Each
+// read runs in a child process under a time limit, so a regression fails here instead of
+// hanging the suite. One process, no MPI (a thread world of one).
+#include <doctest/doctest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "comm/threads/thread_world.h"
+#include "core/error.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/manifest.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "tests/runtime/checkpoint_test_support_nompi.h"
+
+using namespace zrt;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kChildLimitS = 10;
+
+struct TempDir {
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string t = std::string(base && *base ? base : "/tmp") + "/zrt-ckpt-files-XXXXXX";
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+// Runs `fn` in a child process and returns what it threw ("" when it returned). A child still
+// running after kChildLimitS seconds is killed and the answer says it hung: the reads tested
+// here must never wait on anything.
+std::string inChild(const std::function<void()>& fn) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      out = e.what();
+      if (out.empty()) out = "(an exception with no message)";
+    }
+    for (std::size_t at = 0; at < out.size();) {
+      const ssize_t w = ::write(fds[1], out.data() + at, out.size() - at);
+      if (w <= 0) break;
+      at += static_cast<std::size_t>(w);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kChildLimitS);
+  bool hung = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      hung = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    // Waits for the child's answer or its exit (end of file), at most until the deadline.
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (hung) ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (hung) return "HUNG: still running after " + std::to_string(kChildLimitS) + " s";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "CRASHED: status " + std::to_string(status);
+  return out;
+}
+
+void replaceByFifo(const fs::path& p) {
+  fs::remove(p);
+  REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming it, by every reader") {
+  TempDir dir;
+  const std::string root = dir.path.string();
+  REQUIRE(inChild([&] {
+            comm::ThreadWorld world(1);
+            auto comm = world.connect(0);
+            test::SoloEngine t(*comm);
+            test::train(t.engine, *comm, 1, 2);
+            t.engine.save(root, "good");
+          }) == "");
+  const fs::path good = dir.path / "good";
+  auto copy = [&](const std::string& name) {
+    fs::create_directory(dir.path / ("copy-" + name));
+    fs::copy(good, dir.path / ("copy-" + name) / "ck", fs::copy_options::recursive);
+    std::ofstream(dir.path / ("copy-" + name) / "latest") << "ck\n";
+    return dir.path / ("copy-" + name);
+  };
+  // Engine::load, as zrt-train --resume calls it: the error names the FIFO.
+  auto resume = [](const fs::path& d) {
+    return inChild([&] {
+      comm::ThreadWorld world(1);
+      auto comm = world.connect(0);
+      test::SoloEngine t(*comm);
+      t.engine.load(d.string(), "");
+    });
+  };
+  const std::string fifoIs = " is a FIFO, not a regular file";
+
+  SUBCASE("latest") {
+    const fs::path d = copy("latest");
+    replaceByFifo(d / "latest");
+    std::string e = inChild([&] { checkpoint::resolveTag(d.string(), ""); });
+    CHECK_MESSAGE(e.find((d / "latest").string() + fifoIs) != std::string::npos, e);
+    e = resume(d);
+    CHECK_MESSAGE(e.find((d / "latest").string() + fifoIs) != std::string::npos, e);
+  }
+  SUBCASE("manifest.json") {
+    const fs::path d = copy("manifest");
+    replaceByFifo(d / "ck" / checkpoint::kManifestName);
+    const std::string want = (d / "ck" / checkpoint::kManifestName).string() + fifoIs;
+    std::string e = inChild([&] { checkpoint::CheckpointReader r((d / "ck").string()); });
+    CHECK_MESSAGE(e.find(want) != std::string::npos, e);
+    e = resume(d);
+    CHECK_MESSAGE(e.find(want) != std::string::npos, e);
+  }
+  SUBCASE("engine_state.json, read directly and through a load") {
+    const fs::path d = copy("engine");
+    replaceByFifo(d / "ck" / checkpoint::kEngineStateName);
+    const std::string path = (d / "ck" / checkpoint::kEngineStateName).string();
+    std::string e = inChild([&] { checkpoint::CheckpointReader((d / "ck").string()).engineState(); });
+    CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
+    e = inChild([&] { checkpoint::digestFile(path); });
+    CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
+    e = resume(d);
+    CHECK_MESSAGE(e.find(path) != std::string::npos, e);
+    CHECK_MESSAGE(e.find("not a regular file") != std::string::npos, e);
+  }
+  SUBCASE("a shard file") {
+    const fs::path d = copy("shard");
+    const checkpoint::Manifest m = checkpoint::readManifest((d / "ck").string());
+    std::string shard;
+    for (const checkpoint::ManifestFile& f : m.files)
+      if (f.state == "params") shard = (d / "ck" / f.path).string();
+    REQUIRE(!shard.empty());
+    replaceByFifo(shard);
+    const checkpoint::CheckpointReader r((d / "ck").string());
+    const std::string e = inChild([&] {
+      std::vector<float> out(8);
+      r.read("params", 0, 8, DType::F32, out.data());
+    });
+    CHECK_MESSAGE(e.find(shard + fifoIs) != std::string::npos, e);
+  }
+  SUBCASE("a safetensors file") {
+    const std::string path = (dir.path / "w.safetensors").string();
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    const std::string e = inChild([&] { checkpoint::SafetensorsReader r(path); });
+    CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
+  }
+}
