@@ -48,7 +48,9 @@ class SafetensorsWriter {
 class SafetensorsReader {
  public:
   // Reads and checks the header: its length within the file (and at most 100 MB), valid JSON,
-  // known dtypes, every tensor's offsets inside the data and equal to its shape's bytes.
+  // known dtypes, every tensor's offsets inside the data and equal to its shape's bytes, and
+  // the tensors covering the data exactly, as the format requires (no overlap, no hole, no
+  // bytes after the last tensor).
   explicit SafetensorsReader(const std::string& path);
   const std::string& path() const { return file_.path(); }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }

@@ -3,7 +3,9 @@
 // refused at once, naming the path: `latest`, manifest.json, engine_state.json, a shard, a
 // safetensors file, through each reader and through Engine::load (zrt-train --resume). Each
 // read runs in a child process under a time limit, so a regression fails here instead of
-// hanging the suite. One process, no MPI (a thread world of one).
+// hanging the suite. A safetensors file whose tensors overlap, leave a hole or are followed by
+// bytes is refused as the format's own reader refuses it. One process, no MPI (a thread world
+// of one).
 #include <doctest/doctest.h>
 
 #include <poll.h>
@@ -107,6 +109,26 @@ void replaceByFifo(const fs::path& p) {
   REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
 }
 
+// A safetensors file, byte by byte: u64 little-endian header length, the header, the data.
+std::string writeSafetensors(const fs::path& dir, const std::string& header, std::size_t dataBytes) {
+  const fs::path path = dir / "t.safetensors";
+  fs::remove(path);
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
+  out << header << std::string(dataBytes, '\0');
+  return path.string();
+}
+
+std::string refusal(const std::string& path) {
+  try {
+    checkpoint::SafetensorsReader r(path);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming it, by every reader") {
@@ -187,4 +209,47 @@ TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming i
     const std::string e = inChild([&] { checkpoint::SafetensorsReader r(path); });
     CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
   }
+}
+
+TEST_CASE("safetensors tensors must tile the data: overlaps, holes and trailing bytes are refused") {
+  TempDir dir;
+  auto header = [](const std::string& entries) { return "{" + entries + "}"; };
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  // Tiled exactly, listed out of offset order, with an empty tensor between: accepted.
+  const std::string ok = writeSafetensors(
+      dir.path, header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[8,12]},)"
+                       R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" + a),
+      12);
+  CHECK(checkpoint::SafetensorsReader(ok).tensors().size() == 3);
+
+  const std::string overlap =
+      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
+  std::string e = refusal(overlap);
+  CHECK_MESSAGE(e.find(overlap + ": tensors 'a' (data_offsets [0, 8)) and 'b' ([4, 8)) overlap") != std::string::npos, e);
+
+  const std::string same =
+      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), 8);
+  e = refusal(same);
+  CHECK_MESSAGE(e.find("tensors 'a' (data_offsets [0, 8)) and 'b' ([0, 8)) overlap") != std::string::npos, e);
+
+  const std::string trailing = writeSafetensors(dir.path, header(a), 12);
+  e = refusal(trailing);
+  CHECK_MESSAGE(e.find(trailing + ": 4 bytes follow the last tensor's data ('a' ends at 8, the file holds 12 data "
+                                  "bytes)") != std::string::npos,
+                e);
+
+  const std::string hole =
+      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[12,16]})"), 16);
+  e = refusal(hole);
+  CHECK_MESSAGE(e.find(hole + ": data bytes [8, 12) belong to no tensor (between 'a', which ends at 8, and 'b', "
+                              "which begins at 12)") != std::string::npos,
+                e);
+
+  const std::string leading = writeSafetensors(dir.path, header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
+  e = refusal(leading);
+  CHECK_MESSAGE(e.find(leading + ": data bytes [0, 4) belong to no tensor (before 'b'") != std::string::npos, e);
+
+  const std::string none = writeSafetensors(dir.path, "{}", 4);
+  e = refusal(none);
+  CHECK_MESSAGE(e.find(none + ": 4 bytes follow the last tensor's data (there are no tensors") != std::string::npos, e);
 }
