@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/safetensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -92,8 +94,16 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Safete
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   file_ = File::createExclusive(path);
-  file_.writeAll(len, 8);
-  file_.writeAll(text.data(), text.size());
+  try {
+    file_.writeAll(len, 8);
+    file_.writeAll(text.data(), text.size());
+  } catch (...) {
+    // The file is ours (created exclusively above): a failed constructor leaves nothing behind,
+    // so a caller that could not construct never has a file of its own to remove.
+    file_ = File();
+    ::unlink(path.c_str());
+    throw;
+  }
 }
 
 void SafetensorsWriter::write(const void* data, std::size_t bytes) {

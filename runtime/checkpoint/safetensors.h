@@ -29,7 +29,8 @@ std::string safetensorsDTypeName(DType t);  // "F32", "F16", "BF16"
 
 // Writes the header for `tensors` (in order, offsets assigned here) at once; the caller then
 // hands over each tensor's bytes in the same order, and finish() checks that every byte came,
-// fsyncs and closes. The file is created exclusively (0600).
+// fsyncs and closes. The file is created exclusively (0600, never through a link); a constructor
+// that throws leaves no file behind.
 class SafetensorsWriter {
  public:
   SafetensorsWriter(const std::string& path, std::vector<SafetensorsTensor> tensors,

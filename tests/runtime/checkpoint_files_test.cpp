@@ -4,8 +4,9 @@
 // safetensors file, through each reader and through Engine::load (zrt-train --resume). Each
 // read runs in a child process under a time limit, so a regression fails here instead of
 // hanging the suite. A safetensors file whose tensors overlap, leave a hole or are followed by
-// bytes is refused as the format's own reader refuses it. One process, no MPI (a thread world
-// of one).
+// bytes is refused as the format's own reader refuses it. A link planted where a checkpoint file
+// is created is never followed: the creation fails naming the path and the link's target is
+// left as it was. One process, no MPI (a thread world of one).
 #include <doctest/doctest.h>
 
 #include <poll.h>
@@ -107,6 +108,11 @@ std::string inChild(const std::function<void()>& fn) {
 void replaceByFifo(const fs::path& p) {
   fs::remove(p);
   REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+}
+
+std::string readAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // A safetensors file, byte by byte: u64 little-endian header length, the header, the data.
@@ -252,4 +258,58 @@ TEST_CASE("safetensors tensors must tile the data: overlaps, holes and trailing 
   const std::string none = writeSafetensors(dir.path, "{}", 4);
   e = refusal(none);
   CHECK_MESSAGE(e.find(none + ": 4 bytes follow the last tensor's data (there are no tensors") != std::string::npos, e);
+}
+
+TEST_CASE("a link planted where a checkpoint file is created is not followed; its target is untouched") {
+  TempDir dir;
+  const fs::path victim = dir.path / "victim";
+  std::ofstream(victim) << "precious\n";
+  const fs::path link = dir.path / "planted";
+  fs::create_symlink(victim, link);
+
+  SUBCASE("File::createExclusive, which every checkpoint file goes through") {
+    std::string e;
+    try {
+      checkpoint::File::createExclusive(link.string());
+    } catch (const IoError& x) {
+      e = x.what();
+    }
+    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos, e);
+  }
+  SUBCASE("a safetensors writer") {
+    std::string e;
+    try {
+      checkpoint::SafetensorsWriter w(link.string(), {{"w", DType::F32, {2}, 0, 0}}, {});
+    } catch (const IoError& x) {
+      e = x.what();
+    }
+    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos, e);
+  }
+  SUBCASE("a dangling link, whose target a followed link would create") {
+    fs::remove(victim);
+    CHECK_THROWS_AS(checkpoint::File::createExclusive(link.string()), IoError);
+    CHECK_FALSE(fs::exists(fs::symlink_status(victim)));
+    std::ofstream(victim) << "precious\n";
+  }
+  SUBCASE("`latest` a link: replaced by a file of its own, not written through") {
+    fs::create_symlink(victim, dir.path / checkpoint::kLatestName);
+    checkpoint::replaceFileAtomically(dir.path.string(), checkpoint::kLatestName, "tag\n");
+    CHECK(fs::is_regular_file(fs::symlink_status(dir.path / checkpoint::kLatestName)));
+    CHECK(readAll(dir.path / checkpoint::kLatestName) == "tag\n");
+  }
+  SUBCASE("a save into a checkpoint directory that is a link") {
+    fs::create_directory(dir.path / "elsewhere");
+    fs::create_directory_symlink(dir.path / "elsewhere", dir.path / "ckpts");
+    const std::string target = (dir.path / "ckpts").string();
+    const std::string e = inChild([&] {
+      comm::ThreadWorld world(1);
+      auto comm = world.connect(0);
+      test::SoloEngine t(*comm);
+      t.engine.save(target, "s");
+    });
+    CHECK_MESSAGE(e.find(target + " exists and is not a directory (or is a link)") != std::string::npos, e);
+    CHECK(fs::is_empty(dir.path / "elsewhere"));
+  }
+  CHECK(fs::is_symlink(link));
+  CHECK(readAll(victim) == "precious\n");
 }

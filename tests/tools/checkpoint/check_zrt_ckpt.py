@@ -14,7 +14,9 @@ For a bf16 run at stage 3 and an fp32 run at stage 2 it checks:
   --trainable-only writes adapter_model.safetensors with only the trainable tensors and an
     adapter_config.json beside it;
   a flipped byte in a copy makes verify exit 1 naming that file, and export refuse;
-  a FIFO as latest, manifest.json or engine_state.json makes verify exit 1 at once naming it.
+  a FIFO as latest, manifest.json or engine_state.json makes verify exit 1 at once naming it;
+  a link planted at export's temporary name makes export fail naming it, leaving the link and
+    its target as they were.
 """
 import argparse
 import json
@@ -177,6 +179,23 @@ def scenario(tool, launcher, dtype, stage):
             out = run_bounded([tool, "verify", where], expect=1)
             said = fifo + " is a FIFO, not a regular file" if name != "engine_state.json" else fifo + ": not a regular file"
             check(said in out, f"verify names the FIFO {fifo}:\n" + out)
+
+        # A link planted at export's temporary name is not followed, nor removed: the export
+        # fails naming it and the link's target is untouched. The shell's pid is the tool's (exec).
+        target = os.path.join(root, "target")
+        with open(target, "w") as f:
+            f.write("precious\n")
+        planted = os.path.join(root, "planted.safetensors")
+        p = subprocess.run(["sh", "-c", 'ln -s "$1" "$2.tmp-$$" && exec "$3" export "$4" --out "$2"', "sh",
+                            target, planted, tool, root], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=120)
+        check(p.returncode == 1 and ".tmp-" in p.stdout and "File exists" in p.stdout,
+              f"export onto a planted link exited {p.returncode}:\n{p.stdout}")
+        links = [n for n in os.listdir(root) if n.startswith("planted.safetensors.tmp-")]
+        check(len(links) == 1 and os.path.islink(os.path.join(root, links[0])), f"the planted link stays: {links}")
+        with open(target) as f:
+            check(f.read() == "precious\n", "the planted link's target is untouched")
+        check(not os.path.exists(planted), "nothing exported past a planted link")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
