@@ -62,9 +62,11 @@ File File::openRead(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) ZRT_THROW_ERRNO("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode))
-    ZRT_THROW(IoError, "checkpoint: ", path, " is ", fileTypeName(st.st_mode), ", not a regular file");
+    ZRT_THROW(IoError, "checkpoint: ", path, " is ", fileTypeName(st.st_mode),
+              ", not a regular file");
   const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) ZRT_THROW_ERRNO("cannot set up " + path, errno);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    ZRT_THROW_ERRNO("cannot set up " + path, errno);
   return f;
 }
 

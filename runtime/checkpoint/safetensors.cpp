@@ -30,7 +30,8 @@ DType dtypeOfName(const std::string& s, const std::string& path, const std::stri
 // order, to tile the data exactly: each begins where the previous one ends, the first at 0 and
 // the last at the end of the file. An overlap would let two tensors alias one another's bytes,
 // and a hole or a tail hides bytes no tensor accounts for; both are refused as it refuses them.
-void checkCoverage(const std::string& path, const std::vector<SafetensorsTensor>& tensors, std::uint64_t dataBytes) {
+void checkCoverage(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                   std::uint64_t dataBytes) {
   std::vector<const SafetensorsTensor*> order;
   for (const SafetensorsTensor& t : tensors) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](const SafetensorsTensor* a, const SafetensorsTensor* b) {
@@ -40,20 +41,26 @@ void checkCoverage(const std::string& path, const std::vector<SafetensorsTensor>
   std::uint64_t at = 0;
   for (const SafetensorsTensor* t : order) {
     if (t->begin < at)
-      ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensors '", prev->name, "' (data_offsets [", prev->begin,
-                ", ", prev->end, ")) and '", t->name, "' ([", t->begin, ", ", t->end,
+      ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensors '", prev->name,
+                "' (data_offsets [", prev->begin, ", ", prev->end, ")) and '", t->name, "' ([",
+                t->begin, ", ", t->end,
                 ")) overlap; the format requires each tensor's bytes to be its own");
     if (t->begin > at)
-      ZRT_THROW(InvalidArgument, "safetensors: ", path, ": data bytes [", at, ", ", t->begin, ") belong to no tensor (",
-                prev ? "between '" + prev->name + "', which ends at " + std::to_string(at) + ", and '"
-                     : std::string("before '"),
-                t->name, "', which begins at ", t->begin, "); the format requires the tensors to cover the data without holes");
+      ZRT_THROW(
+          InvalidArgument, "safetensors: ", path, ": data bytes [", at, ", ", t->begin,
+          ") belong to no tensor (",
+          prev ? "between '" + prev->name + "', which ends at " + std::to_string(at) + ", and '"
+               : std::string("before '"),
+          t->name, "', which begins at ", t->begin,
+          "); the format requires the tensors to cover the data without holes");
     at = t->end;
     prev = t;
   }
   if (at != dataBytes)
-    ZRT_THROW(InvalidArgument, "safetensors: ", path, ": ", dataBytes - at, " bytes follow the last tensor's data (",
-              prev ? "'" + prev->name + "' ends at " + std::to_string(at) : std::string("there are no tensors"),
+    ZRT_THROW(InvalidArgument, "safetensors: ", path, ": ", dataBytes - at,
+              " bytes follow the last tensor's data (",
+              prev ? "'" + prev->name + "' ends at " + std::to_string(at)
+                   : std::string("there are no tensors"),
               ", the file holds ", dataBytes,
               " data bytes); the format allows none (truncated header, or bytes appended?)");
 }

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "comm/threads/thread_world.h"
 #include "core/error.h"
@@ -81,7 +82,8 @@ std::string inChild(const std::function<void()>& fn) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kChildLimitS);
   bool hung = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       hung = true;
       break;
@@ -101,7 +103,8 @@ std::string inChild(const std::function<void()>& fn) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (hung) return "HUNG: still running after " + std::to_string(kChildLimitS) + " s";
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "CRASHED: status " + std::to_string(status);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return "CRASHED: status " + std::to_string(status);
   return out;
 }
 
@@ -116,7 +119,8 @@ std::string readAll(const fs::path& p) {
 }
 
 // A safetensors file, byte by byte: u64 little-endian header length, the header, the data.
-std::string writeSafetensors(const fs::path& dir, const std::string& header, std::size_t dataBytes) {
+std::string writeSafetensors(const fs::path& dir, const std::string& header,
+                             std::size_t dataBytes) {
   const fs::path path = dir / "t.safetensors";
   fs::remove(path);
   std::ofstream out(path, std::ios::binary);
@@ -137,7 +141,8 @@ std::string refusal(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming it, by every reader") {
+TEST_CASE(
+    "a FIFO where a checkpoint file should be is refused at once, naming it, by every reader") {
   TempDir dir;
   const std::string root = dir.path.string();
   REQUIRE(inChild([&] {
@@ -186,7 +191,8 @@ TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming i
     const fs::path d = copy("engine");
     replaceByFifo(d / "ck" / checkpoint::kEngineStateName);
     const std::string path = (d / "ck" / checkpoint::kEngineStateName).string();
-    std::string e = inChild([&] { checkpoint::CheckpointReader((d / "ck").string()).engineState(); });
+    std::string e =
+        inChild([&] { checkpoint::CheckpointReader((d / "ck").string()).engineState(); });
     CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
     e = inChild([&] { checkpoint::digestFile(path); });
     CHECK_MESSAGE(e.find(path + fifoIs) != std::string::npos, e);
@@ -217,50 +223,66 @@ TEST_CASE("a FIFO where a checkpoint file should be is refused at once, naming i
   }
 }
 
-TEST_CASE("safetensors tensors must tile the data: overlaps, holes and trailing bytes are refused") {
+TEST_CASE(
+    "safetensors tensors must tile the data: overlaps, holes and trailing bytes are refused") {
   TempDir dir;
   auto header = [](const std::string& entries) { return "{" + entries + "}"; };
   const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   // Tiled exactly, listed out of offset order, with an empty tensor between: accepted.
-  const std::string ok = writeSafetensors(
-      dir.path, header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[8,12]},)"
-                       R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" + a),
-      12);
+  const std::string ok =
+      writeSafetensors(dir.path,
+                       header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[8,12]},)"
+                              R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" +
+                              a),
+                       12);
   CHECK(checkpoint::SafetensorsReader(ok).tensors().size() == 3);
 
-  const std::string overlap =
-      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
+  const std::string overlap = writeSafetensors(
+      dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
   std::string e = refusal(overlap);
-  CHECK_MESSAGE(e.find(overlap + ": tensors 'a' (data_offsets [0, 8)) and 'b' ([4, 8)) overlap") != std::string::npos, e);
+  CHECK_MESSAGE(e.find(overlap + ": tensors 'a' (data_offsets [0, 8)) and 'b' ([4, 8)) overlap") !=
+                    std::string::npos,
+                e);
 
-  const std::string same =
-      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), 8);
+  const std::string same = writeSafetensors(
+      dir.path, header(a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), 8);
   e = refusal(same);
-  CHECK_MESSAGE(e.find("tensors 'a' (data_offsets [0, 8)) and 'b' ([0, 8)) overlap") != std::string::npos, e);
+  CHECK_MESSAGE(
+      e.find("tensors 'a' (data_offsets [0, 8)) and 'b' ([0, 8)) overlap") != std::string::npos, e);
 
   const std::string trailing = writeSafetensors(dir.path, header(a), 12);
   e = refusal(trailing);
-  CHECK_MESSAGE(e.find(trailing + ": 4 bytes follow the last tensor's data ('a' ends at 8, the file holds 12 data "
-                                  "bytes)") != std::string::npos,
-                e);
+  CHECK_MESSAGE(
+      e.find(trailing +
+             ": 4 bytes follow the last tensor's data ('a' ends at 8, the file holds 12 data "
+             "bytes)") != std::string::npos,
+      e);
 
-  const std::string hole =
-      writeSafetensors(dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[12,16]})"), 16);
+  const std::string hole = writeSafetensors(
+      dir.path, header(a + R"(,"b":{"dtype":"F16","shape":[2],"data_offsets":[12,16]})"), 16);
   e = refusal(hole);
-  CHECK_MESSAGE(e.find(hole + ": data bytes [8, 12) belong to no tensor (between 'a', which ends at 8, and 'b', "
-                              "which begins at 12)") != std::string::npos,
-                e);
+  CHECK_MESSAGE(
+      e.find(hole +
+             ": data bytes [8, 12) belong to no tensor (between 'a', which ends at 8, and 'b', "
+             "which begins at 12)") != std::string::npos,
+      e);
 
-  const std::string leading = writeSafetensors(dir.path, header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
+  const std::string leading = writeSafetensors(
+      dir.path, header(R"("b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]})"), 8);
   e = refusal(leading);
-  CHECK_MESSAGE(e.find(leading + ": data bytes [0, 4) belong to no tensor (before 'b'") != std::string::npos, e);
+  CHECK_MESSAGE(
+      e.find(leading + ": data bytes [0, 4) belong to no tensor (before 'b'") != std::string::npos,
+      e);
 
   const std::string none = writeSafetensors(dir.path, "{}", 4);
   e = refusal(none);
-  CHECK_MESSAGE(e.find(none + ": 4 bytes follow the last tensor's data (there are no tensors") != std::string::npos, e);
+  CHECK_MESSAGE(e.find(none + ": 4 bytes follow the last tensor's data (there are no tensors") !=
+                    std::string::npos,
+                e);
 }
 
-TEST_CASE("a link planted where a checkpoint file is created is not followed; its target is untouched") {
+TEST_CASE(
+    "a link planted where a checkpoint file is created is not followed; its target is untouched") {
   TempDir dir;
   const fs::path victim = dir.path / "victim";
   std::ofstream(victim) << "precious\n";
@@ -274,7 +296,8 @@ TEST_CASE("a link planted where a checkpoint file is created is not followed; it
     } catch (const IoError& x) {
       e = x.what();
     }
-    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos,
+                  e);
   }
   SUBCASE("a safetensors writer") {
     std::string e;
@@ -283,7 +306,8 @@ TEST_CASE("a link planted where a checkpoint file is created is not followed; it
     } catch (const IoError& x) {
       e = x.what();
     }
-    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("cannot create " + link.string() + ": File exists") != std::string::npos,
+                  e);
   }
   SUBCASE("a dangling link, whose target a followed link would create") {
     fs::remove(victim);
@@ -307,7 +331,8 @@ TEST_CASE("a link planted where a checkpoint file is created is not followed; it
       test::SoloEngine t(*comm);
       t.engine.save(target, "s");
     });
-    CHECK_MESSAGE(e.find(target + " exists and is not a directory (or is a link)") != std::string::npos, e);
+    CHECK_MESSAGE(
+        e.find(target + " exists and is not a directory (or is a link)") != std::string::npos, e);
     CHECK(fs::is_empty(dir.path / "elsewhere"));
   }
   CHECK(fs::is_symlink(link));

@@ -35,7 +35,9 @@ const bool kMounted = (tinyFs(), true);
 
 }  // namespace
 
-TEST_CASE("saves until a 64 KiB tmpfs is full: a clear error, `latest` the last good one, no temporary directory") {
+TEST_CASE(
+    "saves until a 64 KiB tmpfs is full: a clear error, `latest` the last good one, no temporary "
+    "directory") {
   REQUIRE(kMounted);
   const std::string mnt = tinyFs().path().string();
   comm::ThreadWorld world(1);
@@ -57,7 +59,8 @@ TEST_CASE("saves until a 64 KiB tmpfs is full: a clear error, `latest` the last 
   CHECK(!lastGood.empty());
   CHECK(failure.find("No space left on device") != std::string::npos);
   CHECK(checkpoint::resolveTag(mnt, "") == lastGood);
-  for (const auto& e : fs::directory_iterator(mnt)) CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  for (const auto& e : fs::directory_iterator(mnt))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
   const checkpoint::CheckpointReader r(mnt + "/" + lastGood);
   for (std::size_t i = 0; i < r.manifest().files.size(); ++i) CHECK(r.verifyFile(i) == "");
   t.engine.load(mnt, "");
