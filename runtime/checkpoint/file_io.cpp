@@ -34,6 +34,16 @@ std::string errnoText(int e) { return std::string(std::strerror(e)) + " (errno "
 
 constexpr std::size_t kChunk = std::size_t{8} << 20;
 
+const char* fileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "of an unknown type";
+}
+
 }  // namespace
 
 File File::createExclusive(const std::string& path) {
@@ -44,12 +54,19 @@ File File::createExclusive(const std::string& path) {
 }
 
 File File::openRead(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: a blocking open of a FIFO waits for a writer that may never come, so the type
+  // is checked on the open descriptor first and blocking restored only for a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) ZRT_THROW_ERRNO("cannot open " + path, errno);
   File f(fd, path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) ZRT_THROW_ERRNO("cannot stat " + path, errno);
-  if (!S_ISREG(st.st_mode)) ZRT_THROW(IoError, "checkpoint: ", path, " is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    ZRT_THROW(IoError, "checkpoint: ", path, " is ", fileTypeName(st.st_mode),
+              ", not a regular file");
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    ZRT_THROW_ERRNO("cannot set up " + path, errno);
   return f;
 }
 

@@ -18,7 +18,9 @@ class File {
  public:
   // A new file; fails if the path exists (even as a dangling link).
   static File createExclusive(const std::string& path);
-  // An existing regular file, read-only; a link is refused.
+  // An existing regular file, read-only. A link, a FIFO, a device or a directory is refused
+  // with an IoError naming the path and what it is, without blocking (a FIFO with no writer
+  // would hold a plain open forever).
   static File openRead(const std::string& path);
   // A directory, to fsync it.
   static File openDirectory(const std::string& path);

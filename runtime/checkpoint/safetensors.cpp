@@ -1,8 +1,11 @@
 #include "runtime/checkpoint/safetensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +24,45 @@ DType dtypeOfName(const std::string& s, const std::string& path, const std::stri
   if (s == "BF16") return DType::BF16;
   ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensor '", tensor, "' has dtype ", s,
             "; ZRT reads F32, F16 and BF16");
+}
+
+// The format's own reader (safetensors' Metadata::validate) requires the tensors, in offset
+// order, to tile the data exactly: each begins where the previous one ends, the first at 0 and
+// the last at the end of the file. An overlap would let two tensors alias one another's bytes,
+// and a hole or a tail hides bytes no tensor accounts for; both are refused as it refuses them.
+void checkCoverage(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                   std::uint64_t dataBytes) {
+  std::vector<const SafetensorsTensor*> order;
+  for (const SafetensorsTensor& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const SafetensorsTensor* a, const SafetensorsTensor* b) {
+    return std::make_pair(a->begin, a->end) < std::make_pair(b->begin, b->end);
+  });
+  const SafetensorsTensor* prev = nullptr;
+  std::uint64_t at = 0;
+  for (const SafetensorsTensor* t : order) {
+    if (t->begin < at)
+      ZRT_THROW(InvalidArgument, "safetensors: ", path, ": tensors '", prev->name,
+                "' (data_offsets [", prev->begin, ", ", prev->end, ")) and '", t->name, "' ([",
+                t->begin, ", ", t->end,
+                ")) overlap; the format requires each tensor's bytes to be its own");
+    if (t->begin > at)
+      ZRT_THROW(
+          InvalidArgument, "safetensors: ", path, ": data bytes [", at, ", ", t->begin,
+          ") belong to no tensor (",
+          prev ? "between '" + prev->name + "', which ends at " + std::to_string(at) + ", and '"
+               : std::string("before '"),
+          t->name, "', which begins at ", t->begin,
+          "); the format requires the tensors to cover the data without holes");
+    at = t->end;
+    prev = t;
+  }
+  if (at != dataBytes)
+    ZRT_THROW(InvalidArgument, "safetensors: ", path, ": ", dataBytes - at,
+              " bytes follow the last tensor's data (",
+              prev ? "'" + prev->name + "' ends at " + std::to_string(at)
+                   : std::string("there are no tensors"),
+              ", the file holds ", dataBytes,
+              " data bytes); the format allows none (truncated header, or bytes appended?)");
 }
 
 }  // namespace
@@ -59,8 +101,16 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Safete
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   file_ = File::createExclusive(path);
-  file_.writeAll(len, 8);
-  file_.writeAll(text.data(), text.size());
+  try {
+    file_.writeAll(len, 8);
+    file_.writeAll(text.data(), text.size());
+  } catch (...) {
+    // The file is ours (created exclusively above): a failed constructor leaves nothing behind,
+    // so a caller that could not construct never has a file of its own to remove.
+    file_ = File();
+    ::unlink(path.c_str());
+    throw;
+  }
 }
 
 void SafetensorsWriter::write(const void* data, std::size_t bytes) {
@@ -132,6 +182,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(File::open
                 t.end, ") that do not fit its shape or the file's ", dataBytes, " data bytes");
     tensors_.push_back(std::move(t));
   }
+  checkCoverage(path, tensors_, dataBytes);
 }
 
 const SafetensorsTensor* SafetensorsReader::find(const std::string& name) const {

@@ -29,7 +29,8 @@ std::string safetensorsDTypeName(DType t);  // "F32", "F16", "BF16"
 
 // Writes the header for `tensors` (in order, offsets assigned here) at once; the caller then
 // hands over each tensor's bytes in the same order, and finish() checks that every byte came,
-// fsyncs and closes. The file is created exclusively (0600).
+// fsyncs and closes. The file is created exclusively (0600, never through a link); a constructor
+// that throws leaves no file behind.
 class SafetensorsWriter {
  public:
   SafetensorsWriter(const std::string& path, std::vector<SafetensorsTensor> tensors,
@@ -48,7 +49,9 @@ class SafetensorsWriter {
 class SafetensorsReader {
  public:
   // Reads and checks the header: its length within the file (and at most 100 MB), valid JSON,
-  // known dtypes, every tensor's offsets inside the data and equal to its shape's bytes.
+  // known dtypes, every tensor's offsets inside the data and equal to its shape's bytes, and
+  // the tensors covering the data exactly, as the format requires (no overlap, no hole, no
+  // bytes after the last tensor).
   explicit SafetensorsReader(const std::string& path);
   const std::string& path() const { return file_.path(); }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }

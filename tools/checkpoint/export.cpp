@@ -115,11 +115,13 @@ int exportSafetensors(const std::string& path, const std::string& tag, const Exp
     if (m.metadata.contains("model")) metadata["zrt_model"] = m.metadata.at("model").dump();
   }
 
-  // Written beside the target and renamed into place, so a reader never sees half a file.
+  // Written beside the target and renamed into place, so a reader never sees half a file. The
+  // writer creates the temporary name exclusively and never through a link; when it cannot,
+  // whatever holds that name is not ours and stays (the error names it).
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   std::uint64_t bytes = 0;
+  checkpoint::SafetensorsWriter w(tmp, tensors, metadata);
   try {
-    checkpoint::SafetensorsWriter w(tmp, tensors, metadata);
     std::vector<char> buf;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       buf.resize(tensors[i].numel() * dtypeSize(o.dtype));

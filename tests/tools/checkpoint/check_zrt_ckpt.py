@@ -13,7 +13,10 @@ For a bf16 run at stage 3 and an fp32 run at stage 2 it checks:
   export fp16 equals the fp32 export rounded by struct's IEEE half packing;
   --trainable-only writes adapter_model.safetensors with only the trainable tensors and an
     adapter_config.json beside it;
-  a flipped byte in a copy makes verify exit 1 naming that file, and export refuse.
+  a flipped byte in a copy makes verify exit 1 naming that file, and export refuse;
+  a FIFO as latest, manifest.json or engine_state.json makes verify exit 1 at once naming it;
+  a link planted at export's temporary name makes export fail naming it, leaving the link and
+    its target as they were.
 """
 import argparse
 import json
@@ -35,6 +38,18 @@ def check(ok, what):
 
 def run(cmd, expect=0):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    check(p.returncode == expect, f"{' '.join(cmd)} exited {p.returncode}, expected {expect}:\n{p.stdout}")
+    return p.stdout
+
+
+def run_bounded(cmd, expect, limit=20):
+    """run() for a command that must end quickly: one that reads from a FIFO hangs, so a
+    timeout is a failure of its own (the child is killed), not an exception that ends the test."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        check(False, f"{' '.join(cmd)} still running after {limit} s (blocked on a FIFO?)")
+        return ""
     check(p.returncode == expect, f"{' '.join(cmd)} exited {p.returncode}, expected {expect}:\n{p.stdout}")
     return p.stdout
 
@@ -150,6 +165,37 @@ def scenario(tool, launcher, dtype, stage):
         out = run([tool, "export", bad, "--out", os.path.join(root, "x.safetensors")], expect=1)
         check(victim in out and "truncated" in out, "export names the damaged file:\n" + out)
         check(not os.path.exists(os.path.join(root, "x.safetensors")), "no export from a damaged checkpoint")
+
+        # A FIFO where a file should be: refused at once, naming it (a plain open would wait
+        # forever for a writer).
+        for name in ("latest", "manifest.json", "engine_state.json"):
+            where = os.path.join(root, "fifo-" + name.split(".")[0])
+            shutil.copytree(os.path.join(root, "trained"), os.path.join(where, "trained"))
+            with open(os.path.join(where, "latest"), "w") as f:
+                f.write("trained\n")
+            fifo = os.path.join(where, name) if name == "latest" else os.path.join(where, "trained", name)
+            os.remove(fifo)
+            os.mkfifo(fifo)
+            out = run_bounded([tool, "verify", where], expect=1)
+            said = fifo + " is a FIFO, not a regular file" if name != "engine_state.json" else fifo + ": not a regular file"
+            check(said in out, f"verify names the FIFO {fifo}:\n" + out)
+
+        # A link planted at export's temporary name is not followed, nor removed: the export
+        # fails naming it and the link's target is untouched. The shell's pid is the tool's (exec).
+        target = os.path.join(root, "target")
+        with open(target, "w") as f:
+            f.write("precious\n")
+        planted = os.path.join(root, "planted.safetensors")
+        p = subprocess.run(["sh", "-c", 'ln -s "$1" "$2.tmp-$$" && exec "$3" export "$4" --out "$2"', "sh",
+                            target, planted, tool, root], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=120)
+        check(p.returncode == 1 and ".tmp-" in p.stdout and "File exists" in p.stdout,
+              f"export onto a planted link exited {p.returncode}:\n{p.stdout}")
+        links = [n for n in os.listdir(root) if n.startswith("planted.safetensors.tmp-")]
+        check(len(links) == 1 and os.path.islink(os.path.join(root, links[0])), f"the planted link stays: {links}")
+        with open(target) as f:
+            check(f.read() == "precious\n", "the planted link's target is untouched")
+        check(not os.path.exists(planted), "nothing exported past a planted link")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
