@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -40,6 +39,7 @@
 #include "core/timing.h"
 #include "core/units.h"
 #include "hf_weights.h"
+#include "json_log.h"
 #include "model/blas_core.h"
 #include "model/gpt2.h"
 #include "core/termination.h"
@@ -72,7 +72,7 @@ struct Run {
   std::unique_ptr<Device> device;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Gpt2> model;
-  std::ofstream jsonLog;
+  JsonLog jsonLog;
   std::uint64_t parameters = 0;
   std::uint64_t trainableParameters = 0;
   LoraConfig lora;
@@ -190,10 +190,7 @@ void setUp(Run& run) {
     }
     // Before the engine registers its swap directories: the first signal then only asks to stop.
     if (o.saveOnSignal) deferStopSignals();
-    if (!o.jsonLog.empty() && run.comm->rank() == 0) {
-      run.jsonLog.open(o.jsonLog, std::ios::trunc);
-      if (!run.jsonLog) ZRT_THROW(InvalidArgument, "--json-log ", o.jsonLog, ": cannot open for writing");
-    }
+    if (!o.jsonLog.empty() && run.comm->rank() == 0) run.jsonLog = JsonLog(o.jsonLog);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -415,7 +412,7 @@ void train(Run& run) {
         std::printf("%s\n", formatStepLine(r, false).c_str());
       }
       std::fflush(stdout);
-      if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
+      run.jsonLog.write(stepJson(r));
     }
     const bool stop = o.saveOnSignal && stopAgreed(run);
     if (!o.saveDir.empty() && (stop || savesAfter(s + 1, o.saveEvery, o.steps))) {
@@ -449,7 +446,7 @@ void train(Run& run) {
                 firstLoss, lastLoss, lastVal.value_or(0.0));
     std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
     std::fflush(stdout);
-    if (run.jsonLog.is_open()) run.jsonLog << memoryJson(run.ledger) << '\n' << std::flush;
+    run.jsonLog.write(memoryJson(run.ledger));
   }
 }
 
@@ -507,6 +504,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zrt-train: training failed: %s\n", e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  // A log that stops short is lost output: the run finished, but a script reading the log must
+  // not take it for the whole run (the first failed write already warned, naming the file).
+  run.jsonLog.close();
+  if (run.jsonLog.failed()) {
+    std::fprintf(stderr, "zrt-train: %s: the log is incomplete\n", run.jsonLog.error().c_str());
     return 1;
   }
   // The run (its engine and swap directories) ends before MPI does, on every path.

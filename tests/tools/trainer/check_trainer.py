@@ -15,7 +15,8 @@
       again with OPENBLAS_CORETYPE where OpenBLAS fell back), and a core type set by the user
       stays as set.
   check_trainer.py --mode errors --configs DIR -- MPIEXEC... ZRT_TRAIN
-      Bad input exits 2 before training with a message naming the flag or file.
+      Bad input exits 2 before training with a message naming the flag or file. A --json-log
+      whose writes fail (/dev/full) warns once naming it, and the run exits 1 after training.
   check_trainer.py --mode checkpoints --configs DIR -- MPIEXEC... ZRT_TRAIN
       Two ranks. Exact resume at stages 2 and 3: 6 steps straight give the same losses, grad
       norms, learning rates and final validation loss, bit for bit, as 3 steps saved and a new
@@ -214,6 +215,27 @@ def errors(a):
                 if not ok:
                     failures.append(f"np{ranks} {' '.join(args)}: exit {rc}, want 2 and '{message}'; "
                                     f"output:\n{out}")
+    return failures + unwritable_log(a)
+
+
+def unwritable_log(a):
+    """A log whose writes fail (/dev/full: every write is ENOSPC) is no bad input: the run trains,
+    warns once naming the file, and exits 1 at the end so no script takes the log for complete."""
+    if not os.path.exists("/dev/full"):
+        print("skip: no /dev/full")
+        return []
+    failures = []
+    for ranks in (1, 2):
+        rc, out, cmd = run(a.mpiexec, ranks, a.trainer,
+                           ["--config", os.path.join(a.configs, "stage0.json"), "--steps", "3", "--progress", "off",
+                            "--json-log", "/dev/full"] + TINY, timeout=60)
+        warning = "warning: --json-log /dev/full: write failed after 0 records (No space left on device)"
+        ok = rc == 1 and out.count(warning) == 1 and "trained 3 steps" in out and \
+            "--json-log /dev/full: write failed after 0 records (No space left on device): the log is incomplete" in out
+        print(f"{'ok  ' if ok else 'FAIL'} np{ranks} exit {rc}: --json-log /dev/full")
+        if not ok:
+            failures.append(f"np{ranks} {' '.join(cmd)}: exit {rc}, want 1, one warning '{warning}', all 3 steps "
+                            f"trained and the incomplete log named at the end; output:\n{out}")
     return failures
 
 
