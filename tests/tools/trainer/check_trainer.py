@@ -201,6 +201,7 @@ def errors(a):
             (["--config", stage0, "--device-mem", "64K"] + TINY, "the model does not fit device host:65536"),
             (["--config", stage0, "--json-log", "/nonexistent/dir/log.jsonl"] + TINY,
              "--json-log /nonexistent/dir/log.jsonl: cannot open"),
+            (["--config", stage0, "--data", work] + TINY, f"--data {work}: is a directory"),
         ]
         # Two ranks where they could disagree (each reads the file, rank 0 alone opens the log,
         # the engine agrees on its set-up); the flag checks are the same code on every rank.
