@@ -141,17 +141,21 @@ void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
   }
 }
 
-// With LoRA on: a checkpoint directory whose adapters were trained with other LoRA settings is
-// refused (checkpoint_metadata.h). A file, or a path that is no checkpoint, is left to the
-// engine, which reports it with everything else that does not match.
-void checkAdapters(const Run& run, const std::string& path, const std::string& flag) {
-  if (!run.lora.enabled() || !checkpoint::isDirectory(path)) return;
+// A checkpoint directory records the model it was saved from and its LoRA settings
+// (checkpoint_metadata.h): one of another model (--heads, which no weight's shape shows, as much
+// as --hidden) or with other adapters is refused here, naming the field. A file, or a path that
+// is no checkpoint, is left to the engine, which reports it with everything else that differs.
+void checkRecorded(const Run& run, const std::string& path, const std::string& flag) {
+  if (!checkpoint::isDirectory(path)) return;
+  std::string dir;
   nlohmann::json metadata;
   try {
-    metadata = checkpointMetadataAt(path);
+    dir = checkpointDirectoryAt(path);
+    metadata = checkpointMetadataAt(dir);
   } catch (const std::exception& e) {
     ZRT_THROW(InvalidArgument, flag, " ", path, ": ", e.what());
   }
+  checkModelMatches(metadata, run.metadata.at("model"), flag + " " + path, dir);
   checkLoraMatches(metadata, run.lora, flag + " " + path);
 }
 
@@ -170,15 +174,16 @@ void setUp(Run& run) {
     fillSchedulerLength(run.config, o.steps);
     run.shape = Gpt2Shape{o.layers, o.hidden, o.heads, o.seqLen, 256};
     validate(run.shape);
+    run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
     run.data = loadText(o.data, o.seqLen);
     run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config));
     run.device = makeDevice(run.deviceSpec, run.ledger);
     if (o.resume) {
       run.resumeFrom = findResumePoint(resumeDirectory(o));
       run.startStep = run.resumeFrom->stepsDone;
-      checkAdapters(run, resumeDirectory(o), "--resume");
+      checkRecorded(run, resumeDirectory(o), "--resume");
     }
-    if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
+    if (!o.initFrom.empty()) checkRecorded(run, o.initFrom, "--init-from");
     // With --save-on-signal any step may be saved: no later checkpoint may be in the way.
     if (!o.saveDir.empty() && run.comm->rank() == 0)
       checkSaveDir(o.saveDir, o.saveOnSignal ? 1 : o.saveEvery, run.startStep, o.steps);
@@ -206,7 +211,6 @@ void setUp(Run& run) {
       names.push_back({m.name, p.name});
       if (run.lora.enabled() && p.trainable) run.adapterNames.push_back(m.name + "/" + p.name);
     }
-  run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
   run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
   loadCheckpoint(run, names);
   try {

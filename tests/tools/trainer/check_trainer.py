@@ -24,7 +24,9 @@
       Face's names written here from the checkpoint's raw files): on a text whose every step is
       the same batch, the first loss equals the saving run's loss in the step after the save
       (the same weights on the same batch), while the step counter starts again (warmup LR of
-      step 1). A missing checkpoint and another model shape exit 2 with the engine's message.
+      step 1). A missing checkpoint exits 2; another --hidden, and another --heads (every weight's
+      shape the same), exit 2 naming the field the checkpoint records; another model's safetensors
+      file exits 2 with the engine's message.
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -339,9 +341,20 @@ def checkpoints(a):
         expect_exit2("--resume of a directory with no checkpoint", ["--config", config, "--resume", d] + TINY,
                      f"--resume {d}: no checkpoint there")
         wide = ["--layers", "2", "--hidden", "48", "--heads", "2", "--seq-len", "32"]
+        # The recorded model names the flag before the engine would list the shapes.
         expect_exit2("--resume of another model's checkpoint",
                      ["--config", config, "--data", periodic, "--resume", ckpt] + wide,
-                     "'embed/wte.weight': shape [256,32] in the checkpoint, [256,48] in this model")
+                     f"--resume {ckpt}: the checkpoint {ckpt}/step4 is of another model: n_embd 32 recorded, "
+                     "48 in this run (--hidden)")
+        # Every weight has the same shape with 4 heads as with 2: only the recorded model tells.
+        heads = ["--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "32"]
+        expect_exit2("--resume with another --heads",
+                     ["--config", config, "--data", periodic, "--resume", ckpt, "--steps", "6"] + heads,
+                     f"--resume {ckpt}: the checkpoint {ckpt}/step4 is of another model: n_head 2 recorded, "
+                     "4 in this run (--heads)")
+        expect_exit2("--init-from another --heads", ["--config", config, "--data", periodic, "--init-from",
+                                                     os.path.join(ckpt, "step3")] + heads,
+                     "n_head 2 recorded, 4 in this run (--heads)")
         expect_exit2("--init-from another model's safetensors", ["--config", config, "--init-from", hf] + wide,
                      "--init-from " + hf)
         expect_exit2("--save-dir already holding a tag this run saves",
