@@ -1,5 +1,11 @@
 #include "comm/communicator.h"
 
+#include <cstdlib>
+
+#include "comm/comm_options.h"
+#include "core/error.h"
+#include "core/log.h"
+
 namespace zrt::comm {
 
 Collective allReduceOp(const void* send, void* recv, std::size_t count, DType dtype) {
@@ -22,6 +28,20 @@ Collective allGatherOp(const void* send, void* recv, std::vector<std::size_t> co
 Collective broadcastOp(void* buf, std::size_t count, DType dtype, int root) {
   return Collective{.kind = OpKind::Broadcast, .dtype = dtype, .send = buf, .recv = buf,
                     .count = count, .root = root};
+}
+
+void Communicator::useConfigTimeout(double seconds) {
+  if (!(seconds > 0))
+    ZRT_THROW(InvalidArgument, "comm timeout must be positive, got ", seconds, " s");
+  const char* variable = std::getenv("ZRT_COMM_TIMEOUT_S");
+  const bool fromEnvironment = variable && *variable;
+  const std::chrono::milliseconds timeout = secondsFromEnvironment("ZRT_COMM_TIMEOUT_S", seconds);
+  setTimeout(timeout);
+  const double applied = static_cast<double>(timeout.count()) / 1000.0;
+  if (fromEnvironment)
+    ZRT_INFO("comm timeout ", applied, " s from ZRT_COMM_TIMEOUT_S (the config says ", seconds, " s)");
+  else
+    ZRT_INFO("comm timeout ", applied, " s from zrt.comm_timeout_s");
 }
 
 }  // namespace zrt::comm

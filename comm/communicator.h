@@ -7,6 +7,7 @@
 // but the posting order across threads is the order the calls return in; keep one thread posting.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -50,6 +51,16 @@ class Communicator {
   // oldest wait: operations run one at a time in posting order, so it is the oldest one
   // outstanding). The default, for backends without a progress thread: nothing running.
   virtual InFlight inFlight() const { return {}; }
+
+  // How long an operation may run before the backend's watchdog reports it and ends the job,
+  // from now on (an operation already running included); lanes duplicate() makes later inherit
+  // it. Call it from the posting thread. The default, for backends without a watchdog: ignored.
+  virtual void setTimeout(std::chrono::milliseconds timeout) { (void)timeout; }
+  // setTimeout to a config's zrt.comm_timeout_s, unless ZRT_COMM_TIMEOUT_S is set: the variable
+  // overrides the config for one run (docs/comm.md). So whoever owns the config applies it, and
+  // the Engine does for the communicator it is given. Throws InvalidArgument when `seconds` is
+  // not positive or the variable is malformed.
+  void useConfigTimeout(double seconds);
 
   // Runs `op` and waits for it (the blocking conveniences use it). A backend may run it on the
   // calling thread when nothing else is pending; the default posts and waits.

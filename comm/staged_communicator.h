@@ -30,6 +30,8 @@ class StagedCommunicator final : public Communicator {
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
   InFlight inFlight() const override;
+  // The host communicator's: its watchdog guards the staged operations.
+  void setTimeout(std::chrono::milliseconds timeout) override { host_.setTimeout(timeout); }
 
  private:
   void runOp(const Collective& op);

@@ -487,6 +487,9 @@ double Engine::Impl::groupWeightDecay(int group) const {
 
 Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model)
     : impl_(std::make_unique<Impl>(config, device, comm, std::move(model))) {
+  // Before the first collective, so a rank that never arrives is reported after the config's
+  // time, not the communicator's default; its lanes, duplicated below, inherit it.
+  comm.useConfigTimeout(config.zrt.comm_timeout_s);
   Impl& e = *impl_;
   e.validate();
   checkSameRegistration(comm, e.model);

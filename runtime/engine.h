@@ -24,6 +24,9 @@
 // Misuse (a module reported twice or never) is found on the rank at fault and reported on every
 // rank at endMicroStep, after the collectives that were due, so no rank waits for a peer that
 // gave up.
+// The config's zrt.comm_timeout_s becomes the timeout of the communicator the Engine is given
+// (Communicator::useConfigTimeout: ZRT_COMM_TIMEOUT_S, when set, still wins), for as long as the
+// communicator lives.
 // Construction is collective. Thread-safety: one thread (the training loop) drives an Engine.
 #pragma once
 

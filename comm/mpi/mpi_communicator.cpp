@@ -129,7 +129,7 @@ void MpiCommunicator::runOp(const Collective& op, std::uint64_t seq) {
   // Barriers give up a little after the watchdog would have reported, in case onTimeout
   // was replaced and returned.
   const ShmContext ctx{*team_, ops_,
-                       std::chrono::steady_clock::now() + options_.timeout + std::chrono::seconds(5),
+                       std::chrono::steady_clock::now() + watchdog_->timeout() + std::chrono::seconds(5),
                        what.c_str(), options_.maxMpiCount};
   switch (op.kind) {
     case OpKind::AllReduce: return shmAllReduce(ctx, op);
@@ -195,6 +195,12 @@ MpiTarget MpiCommunicator::mpiTarget(MPI_Comm comm, DType dtype) const {
 }
 
 InFlight MpiCommunicator::inFlight() const { return progress_->inFlight(); }
+
+void MpiCommunicator::setTimeout(std::chrono::milliseconds timeout) {
+  // options_ is the owner's (what duplicate() copies); the progress thread reads the watchdog's.
+  options_.timeout = timeout;
+  watchdog_->setTimeout(timeout);
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
   // laneComm_ carries no operation, so duplicating it on the caller's thread cannot interleave

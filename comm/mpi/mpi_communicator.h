@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   // A new MpiCommunicator with the same options over a duplicate of the same ranks.
   std::unique_ptr<Communicator> duplicate() override;
   InFlight inFlight() const override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
 
   // The path `op` takes: Mpi or Shm (never Auto); the same on every rank.
   CommPath pathFor(const Collective& op) const;

@@ -47,7 +47,7 @@ Watchdog::Watchdog(MPI_Comm comm, const ProgressThread& progress,
                    std::function<void(const std::string&)> onPeerLost)
     : ctl_(MpiCommHandle::dup(comm)),
       progress_(progress),
-      timeout_(timeout),
+      timeoutMs_(timeout.count()),
       onTimeout_(std::move(onTimeout)),
       onPeerLost_(std::move(onPeerLost)) {
   ZRT_CHECK_MPI(MPI_Comm_rank(ctl_.get(), &rank_));
@@ -86,14 +86,15 @@ void Watchdog::run() {
       const ProgressThread::Snapshot snap = progress_.snapshot();
       publishSnapshot(snap);
       checkPeers(snap);
+      const std::chrono::milliseconds limit = timeout();
       if (snap.running && snap.started != reportedSeq_ &&
-          std::chrono::steady_clock::now() - snap.since > timeout_) {
+          std::chrono::steady_clock::now() - snap.since > limit) {
         reportedSeq_ = snap.started;
         const std::string report = diagnose(snap);
         if (progress_.snapshot().completed >= snap.started) {
           // It finished while the peers were being asked: slow, not stuck.
           logWarning(detail::cat(snap.work->description(), " completed only after the ",
-                                 fmt1(timeout_.count() / 1000.0), " s timeout"));
+                                 fmt1(limit.count() / 1000.0), " s timeout"));
         } else if (onTimeout_) {
           onTimeout_(report);
         } else {
@@ -199,7 +200,8 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
   }
   // Waits for the peers' answers (their watchdogs poll every 20 ms) for up to a few seconds,
   // answering their questions meanwhile: they may be diagnosing the same operation.
-  const auto answerWait = std::clamp(timeout_, std::chrono::milliseconds(1000),
+  const std::chrono::milliseconds limit = timeout();
+  const auto answerWait = std::clamp(limit, std::chrono::milliseconds(1000),
                                      std::chrono::milliseconds(5000));
   const auto deadline = std::chrono::steady_clock::now() + answerWait;
   std::vector<bool> answered(static_cast<std::size_t>(size_), false);
@@ -260,7 +262,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
   queries.clear();
   return detail::cat("collective timeout: ", op.work->description(), " (", op.bytes,
                      " bytes) has not completed after ", fmt1(secondsSince(op.since)),
-                     " s on rank ", rank_, " (timeout ", fmt1(timeout_.count() / 1000.0),
+                     " s on rank ", rank_, " (timeout ", fmt1(limit.count() / 1000.0),
                      " s); ranks that had not arrived: ", notArrived.empty() ? "none" : notArrived,
                      lines);
 }

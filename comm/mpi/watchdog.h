@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,6 +46,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
+  // Any thread; the watchdog's thread sees it at its next poll.
+  void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }
+
  private:
   // Asks every peer where it is and writes the report for `op` (what onTimeout receives).
   std::string diagnose(const ProgressThread::Snapshot& op);
@@ -61,7 +66,8 @@ class Watchdog {
   int rank_ = 0;
   int size_ = 1;
   const ProgressThread& progress_;
-  const std::chrono::milliseconds timeout_;
+  // The owner may change it while the watchdog's thread reads it (setTimeout).
+  std::atomic<std::chrono::milliseconds::rep> timeoutMs_;
   std::function<void(const std::string&)> onTimeout_;
   std::function<void(const std::string&)> onPeerLost_;
   std::unique_ptr<PeerLiveness> peers_;

@@ -107,6 +107,11 @@ void NcclCommunicator::setOnTimeout(std::function<void(const std::string&)> onTi
   onTimeout_ = std::move(onTimeout);
 }
 
+void NcclCommunicator::setTimeout(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mu_);
+  timeout_ = timeout;
+}
+
 Work NcclCommunicator::post(Collective op) {
   validate(op, rank_, size_);
   std::lock_guard serial(postMu_);

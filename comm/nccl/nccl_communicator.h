@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
   // Called with the report when an operation outlives the timeout (default: log, abort NCCL,
   // MPI_Abort when MPI is initialised, else std::abort).
   void setOnTimeout(std::function<void(const std::string&)> onTimeout);
+  void setTimeout(std::chrono::milliseconds timeout) override;
 
  private:
   struct Pending {
@@ -84,7 +85,7 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_{600'000};
 
   std::mutex postMu_;  // serialises posts and abort (the NCCL calls on comm_)
-  mutable std::mutex mu_;  // inFlight_, onTimeout_, stop_
+  mutable std::mutex mu_;  // inFlight_, onTimeout_, stop_, timeout_
   std::condition_variable cv_;
   std::deque<Pending> inFlight_;
   std::function<void(const std::string&)> onTimeout_;

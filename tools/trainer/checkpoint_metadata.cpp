@@ -52,11 +52,50 @@ json checkpointMetadata(const Gpt2Shape& s, std::uint64_t seed, const LoraConfig
   return m;
 }
 
-json checkpointMetadataAt(const std::string& path) {
+std::string checkpointDirectoryAt(const std::string& path) {
   using namespace zrt::checkpoint;
-  if (!isDirectory(path)) return json::object();
-  const std::string dir = pathExists(joinPath(path, kManifestName)) ? path : joinPath(path, resolveTag(path, ""));
-  return readManifest(dir).metadata;
+  if (!isDirectory(path)) return "";
+  return pathExists(joinPath(path, kManifestName)) ? path : joinPath(path, resolveTag(path, ""));
+}
+
+json checkpointMetadataAt(const std::string& path) {
+  const std::string dir = checkpointDirectoryAt(path);
+  if (dir.empty()) return json::object();
+  return checkpoint::readManifest(dir).metadata;
+}
+
+void checkModelMatches(const json& metadata, const json& model, const std::string& what,
+                       const std::string& checkpoint) {
+  if (!metadata.is_object() || !metadata.contains("model")) return;
+  const json& saved = metadata.at("model");
+  if (!saved.is_object())
+    ZRT_THROW(InvalidArgument, what, ": the checkpoint ", checkpoint, " records a malformed model: ", saved.dump());
+  // The fields a flag sets; the rest are fixed by this program (the byte vocabulary, GELU...).
+  const auto flagFor = [](const std::string& field) -> std::string {
+    if (field == "n_layer") return "--layers";
+    if (field == "n_embd") return "--hidden";
+    if (field == "n_head") return "--heads";
+    if (field == "n_positions") return "--seq-len";
+    return "";
+  };
+  std::string differences;
+  const auto note = [&](const std::string& text) { differences += (differences.empty() ? "" : "; ") + text; };
+  for (const auto& [field, value] : saved.items()) {
+    if (!model.contains(field)) {
+      note(detail::cat(field, " ", value.dump(), " recorded, which this zrt-train's model does not have"));
+      continue;
+    }
+    const json& mine = model.at(field);
+    if (mine == value) continue;
+    const std::string flag = flagFor(field);
+    note(detail::cat(field, " ", value.dump(), " recorded, ", mine.dump(), " in this run",
+                     flag.empty() ? " (fixed in this zrt-train)" : " (" + flag + ")"));
+  }
+  for (const auto& [field, value] : model.items())
+    if (!saved.contains(field)) note(detail::cat(field, " not recorded (this run has ", value.dump(), ")"));
+  if (!differences.empty())
+    ZRT_THROW(InvalidArgument, what, ": the checkpoint ", checkpoint, " is of another model: ", differences,
+              "; give the model flags of the run that saved it");
 }
 
 void checkLoraMatches(const json& metadata, const LoraConfig& lora, const std::string& what) {

@@ -22,9 +22,22 @@ namespace zrt::trainer {
 nlohmann::json checkpointMetadata(const Gpt2Shape& shape, std::uint64_t seed, const LoraConfig& lora,
                                   const std::string& initFrom);
 
+// The checkpoint directory `path` names: itself when it holds a manifest, else the one its latest
+// pointer names; "" when `path` is not a directory (a safetensors file).
+std::string checkpointDirectoryAt(const std::string& path);
+
 // The metadata of the checkpoint `path` names (a checkpoint directory, or one with a latest
 // pointer); an empty object for a safetensors file, or a checkpoint saved without any.
 nlohmann::json checkpointMetadataAt(const std::string& path);
+
+// Throws InvalidArgument, starting with `what` (e.g. "--resume DIR") and naming the checkpoint
+// directory `checkpoint`, when the model `metadata` records differs from `model` (this run's
+// checkpointMetadata()["model"]) in any field: one the shapes cannot show (n_head: the same
+// weights split into other heads) or one they can. The message names the field, the flag that
+// sets it, and both values. A checkpoint that records no model (saved by another program) is
+// left to the engine's comparison of names and shapes.
+void checkModelMatches(const nlohmann::json& metadata, const nlohmann::json& model, const std::string& what,
+                       const std::string& checkpoint);
 
 // Throws InvalidArgument, starting with `what` (e.g. "--resume DIR"), when a checkpoint whose
 // metadata records LoRA adapters was trained with another rank, alpha or targets than `lora`

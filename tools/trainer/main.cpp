@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -40,6 +39,7 @@
 #include "core/timing.h"
 #include "core/units.h"
 #include "hf_weights.h"
+#include "json_log.h"
 #include "model/blas_core.h"
 #include "model/gpt2.h"
 #include "core/termination.h"
@@ -72,7 +72,7 @@ struct Run {
   std::unique_ptr<Device> device;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Gpt2> model;
-  std::ofstream jsonLog;
+  JsonLog jsonLog;
   std::uint64_t parameters = 0;
   std::uint64_t trainableParameters = 0;
   LoraConfig lora;
@@ -141,17 +141,21 @@ void loadCheckpoint(Run& run, const std::vector<RegisteredName>& names) {
   }
 }
 
-// With LoRA on: a checkpoint directory whose adapters were trained with other LoRA settings is
-// refused (checkpoint_metadata.h). A file, or a path that is no checkpoint, is left to the
-// engine, which reports it with everything else that does not match.
-void checkAdapters(const Run& run, const std::string& path, const std::string& flag) {
-  if (!run.lora.enabled() || !checkpoint::isDirectory(path)) return;
+// A checkpoint directory records the model it was saved from and its LoRA settings
+// (checkpoint_metadata.h): one of another model (--heads, which no weight's shape shows, as much
+// as --hidden) or with other adapters is refused here, naming the field. A file, or a path that
+// is no checkpoint, is left to the engine, which reports it with everything else that differs.
+void checkRecorded(const Run& run, const std::string& path, const std::string& flag) {
+  if (!checkpoint::isDirectory(path)) return;
+  std::string dir;
   nlohmann::json metadata;
   try {
-    metadata = checkpointMetadataAt(path);
+    dir = checkpointDirectoryAt(path);
+    metadata = checkpointMetadataAt(dir);
   } catch (const std::exception& e) {
     ZRT_THROW(InvalidArgument, flag, " ", path, ": ", e.what());
   }
+  checkModelMatches(metadata, run.metadata.at("model"), flag + " " + path, dir);
   checkLoraMatches(metadata, run.lora, flag + " " + path);
 }
 
@@ -164,18 +168,22 @@ void setUp(Run& run) {
   std::exception_ptr failure;
   try {
     run.config = loadConfig(o.config, run.comm->size());
+    // The communicator was made before the config could be read (its size is the config's
+    // world), so the config's timeout reaches it only now; ZRT_COMM_TIMEOUT_S still wins.
+    run.comm->useConfigTimeout(run.config.zrt.comm_timeout_s);
     fillSchedulerLength(run.config, o.steps);
     run.shape = Gpt2Shape{o.layers, o.hidden, o.heads, o.seqLen, 256};
     validate(run.shape);
+    run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
     run.data = loadText(o.data, o.seqLen);
     run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config));
     run.device = makeDevice(run.deviceSpec, run.ledger);
     if (o.resume) {
       run.resumeFrom = findResumePoint(resumeDirectory(o));
       run.startStep = run.resumeFrom->stepsDone;
-      checkAdapters(run, resumeDirectory(o), "--resume");
+      checkRecorded(run, resumeDirectory(o), "--resume");
     }
-    if (!o.initFrom.empty()) checkAdapters(run, o.initFrom, "--init-from");
+    if (!o.initFrom.empty()) checkRecorded(run, o.initFrom, "--init-from");
     // With --save-on-signal any step may be saved: no later checkpoint may be in the way.
     if (!o.saveDir.empty() && run.comm->rank() == 0)
       checkSaveDir(o.saveDir, o.saveOnSignal ? 1 : o.saveEvery, run.startStep, o.steps);
@@ -187,10 +195,7 @@ void setUp(Run& run) {
     }
     // Before the engine registers its swap directories: the first signal then only asks to stop.
     if (o.saveOnSignal) deferStopSignals();
-    if (!o.jsonLog.empty() && run.comm->rank() == 0) {
-      run.jsonLog.open(o.jsonLog, std::ios::trunc);
-      if (!run.jsonLog) ZRT_THROW(InvalidArgument, "--json-log ", o.jsonLog, ": cannot open for writing");
-    }
+    if (!o.jsonLog.empty() && run.comm->rank() == 0) run.jsonLog = JsonLog(o.jsonLog);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -206,7 +211,6 @@ void setUp(Run& run) {
       names.push_back({m.name, p.name});
       if (run.lora.enabled() && p.trainable) run.adapterNames.push_back(m.name + "/" + p.name);
     }
-  run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
   run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
   loadCheckpoint(run, names);
   try {
@@ -412,7 +416,7 @@ void train(Run& run) {
         std::printf("%s\n", formatStepLine(r, false).c_str());
       }
       std::fflush(stdout);
-      if (run.jsonLog.is_open()) run.jsonLog << stepJson(r) << '\n' << std::flush;
+      run.jsonLog.write(stepJson(r));
     }
     const bool stop = o.saveOnSignal && stopAgreed(run);
     if (!o.saveDir.empty() && (stop || savesAfter(s + 1, o.saveEvery, o.steps))) {
@@ -446,7 +450,7 @@ void train(Run& run) {
                 firstLoss, lastLoss, lastVal.value_or(0.0));
     std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
     std::fflush(stdout);
-    if (run.jsonLog.is_open()) run.jsonLog << memoryJson(run.ledger) << '\n' << std::flush;
+    run.jsonLog.write(memoryJson(run.ledger));
   }
 }
 
@@ -504,6 +508,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zrt-train: training failed: %s\n", e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  // A log that stops short is lost output: the run finished, but a script reading the log must
+  // not take it for the whole run (the first failed write already warned, naming the file).
+  run.jsonLog.close();
+  if (run.jsonLog.failed()) {
+    std::fprintf(stderr, "zrt-train: %s: the log is incomplete\n", run.jsonLog.error().c_str());
     return 1;
   }
   // The run (its engine and swap directories) ends before MPI does, on every path.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""zrt-train's live metrics and --save-on-signal, under mpirun on two ranks (docs/metrics.md).
+"""zrt-train's live metrics, --save-on-signal and comm timeout on two ranks (docs/metrics.md).
 
   check_live.py --mode metrics --configs DIR -- MPIEXEC... ZRT_TRAIN
       A stage-2 run with --metrics-port on a free loopback port: the endpoint is scraped with
@@ -21,6 +21,11 @@
       does not work: it stops relaying the ranks' output at once, so rank 0 blocks writing its
       step line, and it sends SIGTERM to the ranks only after odls_base_sigkill_timeout; see
       docs/metrics.md.)
+  check_live.py --mode timeout --configs DIR -- MPIEXEC... ZRT_TRAIN
+      zrt.comm_timeout_s governs zrt-train's communicator: a stage-2 run whose config says 3 s,
+      with ZRT_COMM_TIMEOUT_S unset, and rank 1 stopped by SIGSTOP after a few steps, ends with
+      the watchdog's report ("collective timeout ... (timeout 3.0 s)") and a non-zero exit within
+      30 s of the stop (the default of 600 s would not end it for ten minutes).
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count. Exit 0 pass, 1 fail.
 """
@@ -361,18 +366,63 @@ def stop_and_resume(a, how):
         print(f"--resume: logged steps {resumed}")
 
 
+def timeout_mode(a):
+    with tempfile.TemporaryDirectory() as work:
+        with open(os.path.join(a.configs, "stage2.json")) as f:
+            config = json.load(f)
+        config.setdefault("zrt", {})["comm_timeout_s"] = 3
+        cfg = os.path.join(work, "config.json")
+        with open(cfg, "w") as f:
+            json.dump(config, f)
+        log = os.path.join(work, "log.jsonl")
+        cmd = a.mpiexec + ["-np", "2", a.trainer, "--config", cfg, "--progress", "off", "--eval-every", "0",
+                           "--steps", "100000", "--json-log", log] + TINY
+        env = {k: v for k, v in os.environ.items() if k != "ZRT_COMM_TIMEOUT_S"}
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+        def logged():
+            try:
+                with open(log) as f:
+                    return sum(1 for _ in f) >= 3
+            except OSError:
+                return False
+        wait_for(logged, "3 logged steps", p)
+        ranks = trainer_ranks(p.pid, a.trainer)
+        if len(ranks) != 2:
+            p.kill()
+            fail(f"found {len(ranks)} zrt-train processes under mpirun, want 2")
+        os.kill(ranks[1], signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail("no timeout report within 30 s of stopping rank 1 with comm_timeout_s 3", p.communicate()[0])
+        finally:
+            for sig in (signal.SIGCONT, signal.SIGKILL):  # a rank mpirun left stopped
+                try:
+                    os.kill(ranks[1], sig)
+                except ProcessLookupError:
+                    pass
+        took = time.monotonic() - stopped_at
+        if p.returncode == 0 or "collective timeout" not in out or "(timeout 3.0 s)" not in out:
+            fail(f"exit {p.returncode} after {took:.1f} s: want non-zero with the watchdog's report "
+                 "of a 3.0 s timeout", out)
+        print(f"rank 1 stopped: the job ended {took:.1f} s later (exit {p.returncode}) with the watchdog's report")
+
+
 def main():
     argv = sys.argv[1:]
     if "--" not in argv:
-        raise SystemExit("usage: check_live.py --mode metrics|signal --configs DIR -- MPIEXEC... ZRT_TRAIN")
+        raise SystemExit("usage: check_live.py --mode metrics|signal|timeout --configs DIR -- MPIEXEC... ZRT_TRAIN")
     split = argv.index("--")
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["metrics", "signal"], required=True)
+    ap.add_argument("--mode", choices=["metrics", "signal", "timeout"], required=True)
     ap.add_argument("--configs", required=True)
     a = ap.parse_args(argv[:split])
     rest = argv[split + 1:]
     a.mpiexec, a.trainer = rest[:-1], rest[-1]
-    {"metrics": metrics, "signal": signal_mode}[a.mode](a)
+    {"metrics": metrics, "signal": signal_mode, "timeout": timeout_mode}[a.mode](a)
     print("PASS")
 
 

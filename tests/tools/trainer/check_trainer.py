@@ -15,7 +15,8 @@
       again with OPENBLAS_CORETYPE where OpenBLAS fell back), and a core type set by the user
       stays as set.
   check_trainer.py --mode errors --configs DIR -- MPIEXEC... ZRT_TRAIN
-      Bad input exits 2 before training with a message naming the flag or file.
+      Bad input exits 2 before training with a message naming the flag or file. A --json-log
+      whose writes fail (/dev/full) warns once naming it, and the run exits 1 after training.
   check_trainer.py --mode checkpoints --configs DIR -- MPIEXEC... ZRT_TRAIN
       Two ranks. Exact resume at stages 2 and 3: 6 steps straight give the same losses, grad
       norms, learning rates and final validation loss, bit for bit, as 3 steps saved and a new
@@ -23,7 +24,9 @@
       Face's names written here from the checkpoint's raw files): on a text whose every step is
       the same batch, the first loss equals the saving run's loss in the step after the save
       (the same weights on the same batch), while the step counter starts again (warmup LR of
-      step 1). A missing checkpoint and another model shape exit 2 with the engine's message.
+      step 1). A missing checkpoint exits 2; another --hidden, and another --heads (every weight's
+      shape the same), exit 2 naming the field the checkpoint records; another model's safetensors
+      file exits 2 with the engine's message.
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -200,6 +203,7 @@ def errors(a):
             (["--config", stage0, "--device-mem", "64K"] + TINY, "the model does not fit device host:65536"),
             (["--config", stage0, "--json-log", "/nonexistent/dir/log.jsonl"] + TINY,
              "--json-log /nonexistent/dir/log.jsonl: cannot open"),
+            (["--config", stage0, "--data", work] + TINY, f"--data {work}: is a directory"),
         ]
         # Two ranks where they could disagree (each reads the file, rank 0 alone opens the log,
         # the engine agrees on its set-up); the flag checks are the same code on every rank.
@@ -214,6 +218,27 @@ def errors(a):
                 if not ok:
                     failures.append(f"np{ranks} {' '.join(args)}: exit {rc}, want 2 and '{message}'; "
                                     f"output:\n{out}")
+    return failures + unwritable_log(a)
+
+
+def unwritable_log(a):
+    """A log whose writes fail (/dev/full: every write is ENOSPC) is no bad input: the run trains,
+    warns once naming the file, and exits 1 at the end so no script takes the log for complete."""
+    if not os.path.exists("/dev/full"):
+        print("skip: no /dev/full")
+        return []
+    failures = []
+    for ranks in (1, 2):
+        rc, out, cmd = run(a.mpiexec, ranks, a.trainer,
+                           ["--config", os.path.join(a.configs, "stage0.json"), "--steps", "3", "--progress", "off",
+                            "--json-log", "/dev/full"] + TINY, timeout=60)
+        warning = "warning: --json-log /dev/full: write failed after 0 records (No space left on device)"
+        ok = rc == 1 and out.count(warning) == 1 and "trained 3 steps" in out and \
+            "--json-log /dev/full: write failed after 0 records (No space left on device): the log is incomplete" in out
+        print(f"{'ok  ' if ok else 'FAIL'} np{ranks} exit {rc}: --json-log /dev/full")
+        if not ok:
+            failures.append(f"np{ranks} {' '.join(cmd)}: exit {rc}, want 1, one warning '{warning}', all 3 steps "
+                            f"trained and the incomplete log named at the end; output:\n{out}")
     return failures
 
 
@@ -316,9 +341,20 @@ def checkpoints(a):
         expect_exit2("--resume of a directory with no checkpoint", ["--config", config, "--resume", d] + TINY,
                      f"--resume {d}: no checkpoint there")
         wide = ["--layers", "2", "--hidden", "48", "--heads", "2", "--seq-len", "32"]
+        # The recorded model names the flag before the engine would list the shapes.
         expect_exit2("--resume of another model's checkpoint",
                      ["--config", config, "--data", periodic, "--resume", ckpt] + wide,
-                     "'embed/wte.weight': shape [256,32] in the checkpoint, [256,48] in this model")
+                     f"--resume {ckpt}: the checkpoint {ckpt}/step4 is of another model: n_embd 32 recorded, "
+                     "48 in this run (--hidden)")
+        # Every weight has the same shape with 4 heads as with 2: only the recorded model tells.
+        heads = ["--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "32"]
+        expect_exit2("--resume with another --heads",
+                     ["--config", config, "--data", periodic, "--resume", ckpt, "--steps", "6"] + heads,
+                     f"--resume {ckpt}: the checkpoint {ckpt}/step4 is of another model: n_head 2 recorded, "
+                     "4 in this run (--heads)")
+        expect_exit2("--init-from another --heads", ["--config", config, "--data", periodic, "--init-from",
+                                                     os.path.join(ckpt, "step3")] + heads,
+                     "n_head 2 recorded, 4 in this run (--heads)")
         expect_exit2("--init-from another model's safetensors", ["--config", config, "--init-from", hf] + wide,
                      "--init-from " + hf)
         expect_exit2("--save-dir already holding a tag this run saves",

@@ -63,3 +63,53 @@ TEST_CASE("a checkpoint's LoRA settings must be the run's, when both have adapte
   broken["lora"].erase("r");
   CHECK(refusal(broken, kLora).find("metadata.lora is malformed") != std::string::npos);
 }
+
+namespace {
+
+std::string modelRefusal(const json& metadata, const Gpt2Shape& shape) {
+  try {
+    checkModelMatches(metadata, checkpointMetadata(shape, 7, {}, "").at("model"), "--resume /ckpt", "/ckpt/step3");
+  } catch (const zrt::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint of another model is refused, naming the field, the flag and both values") {
+  // Through the manifest's text, as a resumed run reads it: unsigned and double values come back.
+  const json saved = json::parse(checkpointMetadata(kShape, 7, kLora, "/base").dump());
+  CHECK(modelRefusal(saved, kShape).empty());
+  CHECK(modelRefusal(json::object(), kShape).empty());  // saved by another program: the engine compares
+
+  // Every weight keeps its shape with other heads: only the record tells.
+  Gpt2Shape heads = kShape;
+  heads.heads = 2;
+  const std::string m = modelRefusal(saved, heads);
+  CHECK(m.find("--resume /ckpt: the checkpoint /ckpt/step3 is of another model: n_head 4 recorded, 2 in this "
+               "run (--heads)") != std::string::npos);
+  CHECK(m.find("n_embd") == std::string::npos);  // only what differs
+
+  Gpt2Shape several = kShape;
+  several.layers = 2;
+  several.seqLen = 32;
+  const std::string both = modelRefusal(saved, several);
+  CHECK(both.find("n_layer 3 recorded, 2 in this run (--layers)") != std::string::npos);
+  CHECK(both.find("n_positions 64 recorded, 32 in this run (--seq-len)") != std::string::npos);
+
+  // A field no flag sets, one this program does not know, and one the record lacks.
+  json other = saved;
+  other["model"]["activation_function"] = "relu";
+  other["model"]["n_inner"] = 1024;
+  other["model"].erase("tie_word_embeddings");
+  const std::string fixed = modelRefusal(other, kShape);
+  CHECK(fixed.find("activation_function \"relu\" recorded, \"gelu_new\" in this run (fixed in this zrt-train)") !=
+        std::string::npos);
+  CHECK(fixed.find("n_inner 1024 recorded, which this zrt-train's model does not have") != std::string::npos);
+  CHECK(fixed.find("tie_word_embeddings not recorded (this run has true)") != std::string::npos);
+
+  json malformed = saved;
+  malformed["model"] = "gpt2";
+  CHECK(modelRefusal(malformed, kShape).find("records a malformed model") != std::string::npos);
+}

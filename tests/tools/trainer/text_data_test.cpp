@@ -68,3 +68,12 @@ TEST_CASE("a missing file and a file too short for one sample name --data and th
   CHECK(tooShort.find("--seq-len 9") != std::string::npos);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("a directory given as --data is named as one, with the flag and the path") {
+  const auto dir = std::filesystem::temp_directory_path() / "zrt_trainer_text_dir";
+  std::filesystem::create_directories(dir);
+  const std::string message = messageOf(dir.string(), 8);
+  CHECK(message.find("--data " + dir.string() + ": is a directory") != std::string::npos);
+  CHECK(message.find("basic_filebuf") == std::string::npos);
+  std::filesystem::remove(dir);
+}
