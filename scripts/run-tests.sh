@@ -117,7 +117,11 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 if [ "${ZRT_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== the same suite under ASan + UBSan (CUDA off: the sanitizers do not see GPU code)"
   phase "build: ASan + UBSan (build-sanitize)"
-  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug "${launcher[@]}"
+  # Debug (assertions on), compiled at -O1 (cmake/ZrtWarnings.cmake). -g1: line tables for the
+  # reports' file:line, without the full debug info only a debugger reads, which costs compile
+  # and link time.
+  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 "${launcher[@]}"
   cmake --build build-sanitize -j "$jobs"
   phase "suite: ASan + UBSan (build-sanitize)"
   run_suite build-sanitize
@@ -129,7 +133,8 @@ if [ "${ZRT_SKIP_TSAN:-0}" != 1 ]; then
   echo "== the threaded parts (comm progress and watchdog, I/O engine, swapper) under ThreadSanitizer"
   phase "build: TSan (build-tsan)"
   cmake -S . -B build-tsan -DZRT_TSAN=ON -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${launcher[@]}"
   cmake --build build-tsan -j "$jobs" --target zrt_tsan_tests
   phase "suite: TSan (build-tsan)"
   run_suite build-tsan
@@ -141,7 +146,8 @@ if [ "${ZRT_SKIP_FUZZ:-0}" != 1 ]; then
   phase "build: fuzz targets (build-fuzz)"
   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DZRT_FUZZ=ON \
     -DZRT_FUZZ_SECONDS="${ZRT_FUZZ_SECONDS:-10}" -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${launcher[@]}"
   cmake --build build-fuzz -j "$jobs" --target zrt_fuzz_targets
   phase "fuzz: each target ${ZRT_FUZZ_SECONDS:-10} s (build-fuzz)"
   run_suite build-fuzz
