@@ -32,6 +32,6 @@ step() {
 }
 
 step "installing packages (scripts/install-deps.sh)" bash scripts/install-deps.sh
-step "building into build/ (scripts/build.sh; about 10 minutes on 2 cores)" bash scripts/build.sh build
+step "building into build/ (scripts/build.sh; several minutes)" bash scripts/build.sh build
 echo "run-main: the main job (scripts/demo.sh build)"
 bash scripts/demo.sh build
