@@ -5,6 +5,9 @@
 #     A doctest program linked with the MPI test main (tests/support), registered once per rank
 #     count as n_np<R> and started with mpirun; root and oversubscribe flags are added here.
 # With ZRT_TSAN only the programs in ZRT_TSAN_PROGRAMS (tests/CMakeLists.txt) are registered.
+# No test may take over ZRT_TEST_TIMEOUT_MAX (120 s) in any build, the sanitized ones included
+# (CI's budget, scripts/run-tests.sh): TIMEOUT defaults to it and a larger one is an error.
+set(ZRT_TEST_TIMEOUT_MAX 120)
 
 execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
 # --bind-to none: each rank runs helper threads (communication progress, copy engines, I/O
@@ -31,15 +34,25 @@ set(ZRT_TEST_ENV
   "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp:second_deadlock_stack=1"
   "OMPI_MCA_rmaps_base_oversubscribe=1")
 
+# zrt_test_timeout(VAR NAME): VAR (a TIMEOUT argument, maybe empty) defaulted to, and checked
+# against, ZRT_TEST_TIMEOUT_MAX. Tests registered with add_test directly give a TIMEOUT of at most
+# that too; ctest --timeout in run-tests.sh covers any that gives none.
+function(zrt_test_timeout var name)
+  if(NOT ${var})
+    set(${var} ${ZRT_TEST_TIMEOUT_MAX} PARENT_SCOPE)
+  elseif(${var} GREATER ZRT_TEST_TIMEOUT_MAX)
+    message(FATAL_ERROR "${name}: TIMEOUT ${${var}} s is over ${ZRT_TEST_TIMEOUT_MAX} s, the most a test "
+                        "may take (CI's budget); make the test smaller")
+  endif()
+endfunction()
+
 function(zrt_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   # The ThreadSanitizer build registers only the programs tests/CMakeLists.txt lists for it.
   if(ZRT_TSAN AND NOT T_NAME IN_LIST ZRT_TSAN_PROGRAMS)
     return()
   endif()
-  if(NOT T_TIMEOUT)
-    set(T_TIMEOUT 120)
-  endif()
+  zrt_test_timeout(T_TIMEOUT ${T_NAME})
   add_executable(${T_NAME} ${T_SOURCES})
   if(T_CUDA)
     target_link_libraries(${T_NAME} PRIVATE zrt_cuda_test_main ${T_LIBS})
@@ -55,9 +68,7 @@ endfunction()
 
 function(zrt_add_mpi_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS" ${ARGN})
-  if(NOT T_TIMEOUT)
-    set(T_TIMEOUT 180)
-  endif()
+  zrt_test_timeout(T_TIMEOUT ${T_NAME})
   if(NOT T_RANKS)
     set(T_RANKS 1 2 4)
   endif()

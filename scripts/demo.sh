@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/demo.sh [BUILD_DIR] — the main job on an already built tree: zrt-train, the reference
 # trainer, teaches a GPT-2 the GPL's text on 2 ranks under ZeRO stage 3 with the optimizer state
-# on NVMe (swap files under /tmp/zrt-train-nvme, configs/stage3_nvme_offload.json) and the loss
+# and every parameter on NVMe (configs/stage3_nvme_offload.json: offload_optimizer and
+# offload_param on nvme, max_in_cpu 0; swap files under /tmp/zrt-train-nvme) and the loss
 # falls from ln 256 = 5.5 to below 3; then each tool on small sizes. Sized to finish in a few
 # minutes on a 2-core machine.
 set -euo pipefail
@@ -18,7 +19,7 @@ progress=off
 
 step() { printf '\n==== %s\n' "$*"; }
 
-step "zrt-train: GPT-2 (4 layers x 128, T 64) on /usr/share/common-licenses/GPL-3, 2 ranks, ZeRO stage 3, optimizer on NVMe"
+step "zrt-train: GPT-2 (4 layers x 128, T 64) on /usr/share/common-licenses/GPL-3, 2 ranks, ZeRO stage 3, optimizer state and parameters on NVMe"
 mkdir -p /tmp/zrt-train-nvme  # the config's nvme_path; each rank's swap directory goes inside and is removed at exit
 mpirun -np 2 "${mpi_flags[@]}" "$build/tools/trainer/zrt-train" --config configs/stage3_nvme_offload.json \
   --steps 300 --layers 4 --hidden 128 --heads 4 --seq-len 64 --eval-every 50 --progress "$progress"

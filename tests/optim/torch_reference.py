@@ -2,8 +2,9 @@
 """Runs torch.optim.Adam / AdamW / SGD on the data torch_reference_test.cpp wrote and saves the
 final parameters and optimizer state, for the test to compare with ZRT's kernels.
 
-usage: torch_reference.py META.json
-META.json: {"optimizer": "adam"|"adamw"|"sgd", "n": N, "steps": T, "foreach": bool,
+usage: torch_reference.py META.json [META.json...]
+Each META.json is one run (one interpreter and one torch import for them all: importing torch
+takes about a second, the runs a few milliseconds): {"optimizer": "adam"|"adamw"|"sgd", "n": N, "steps": T, "foreach": bool,
             "data": path of float32 [p0 (N), grad step 1 (N), ..., grad step T (N)],
             "out": path to write float32 [param (N), state... (N each)],
             "version_out": path to write torch.__version__ to,
@@ -24,7 +25,12 @@ except ImportError as err:  # the test turns this into a failure with this messa
 
 
 def main():
-    with open(sys.argv[1]) as f:
+    for path in sys.argv[1:]:
+        run(path)
+
+
+def run(path):
+    with open(path) as f:
         meta = json.load(f)
     n, steps = meta["n"], meta["steps"]
     data = np.fromfile(meta["data"], dtype=np.float32)
