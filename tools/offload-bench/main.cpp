@@ -5,7 +5,9 @@
 //   optimizer alone  Adam over the same elements already in memory
 //   pipelined        the real step
 // and the ratio pipelined / max(I/O, optimizer): 1.00 is perfect overlap. Each parameter moves
-// 12 bytes each way (fp32 master, m, v); the 16-bit gradients stay in memory.
+// 12 bytes each way (fp32 master, m, v); the 16-bit gradients stay in memory. --disk-idle
+// samples whether the engine has a transfer in flight and prints the share of each pass it had
+// none: a pipeline that leaves the disk waiting on the optimizer shows here.
 //   zrt-offload-bench --params 1e8 --nvme-path /work/swap
 #include <CLI/CLI.hpp>
 
