@@ -6,8 +6,9 @@
 //   pipelined        the real step
 // and the ratio pipelined / max(I/O, optimizer): 1.00 is perfect overlap. Each parameter moves
 // 12 bytes each way (fp32 master, m, v); the 16-bit gradients stay in memory. --disk-idle
-// samples whether the engine has a transfer in flight and prints the share of each pass it had
-// none: a pipeline that leaves the disk waiting on the optimizer shows here.
+// samples the engine's transfers in flight and prints the share of each pass with none and the
+// mean: a pipeline that leaves the disk waiting on the optimizer shows in the first, a ring
+// thread that cannot keep the queue full in the second.
 //   zrt-offload-bench --params 1e8 --nvme-path /work/swap
 #include <CLI/CLI.hpp>
 
@@ -62,18 +63,25 @@ class IdleSampler {
     const auto n = samples_.load();
     return n ? static_cast<double>(idle_.load()) / static_cast<double>(n) : 0.0;
   }
+  // The mean number of transfers in flight over the samples (queue_depth x rings at most).
+  double meanInFlight() const {
+    const auto n = samples_.load();
+    return n ? static_cast<double>(inFlight_.load()) / static_cast<double>(n) : 0.0;
+  }
 
  private:
   void run() {
     while (!stop_) {
+      const std::uint64_t f = io_.stats().transfersInFlight;
       ++samples_;
-      if (io_.stats().transfersInFlight == 0) ++idle_;
+      inFlight_ += f;
+      if (f == 0) ++idle_;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
   zrt::offload::OffloadEngine& io_;
   std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> samples_{0}, idle_{0};
+  std::atomic<std::uint64_t> samples_{0}, idle_{0}, inFlight_{0};
   std::thread thread_;
 };
 
@@ -142,7 +150,8 @@ int main(int argc, char** argv) {
     for (auto& x : master) x = normal(gen);
 
     double ioBest = 1e30, optimBest = 1e30, stepBest = 1e30;
-    double ioIdle = 0, stepIdle = 0;  // the disk's idle share in the best pass of each
+    // The disk's idle share and mean transfers in flight in the best pass of each.
+    double ioIdle = 0, stepIdle = 0, ioDepth = 0, stepDepth = 0;
     zrt::OptimizerSwapper::Stats stepStats;
     for (int r = 0; r < o.repeats; ++r) {
       std::optional<IdleSampler> sampler;
@@ -153,6 +162,7 @@ int main(int argc, char** argv) {
       if (ioSeconds < ioBest) {
         ioBest = ioSeconds;
         ioIdle = sampler ? sampler->idleShare() : 0;
+        ioDepth = sampler ? sampler->meanInFlight() : 0;
       }
       sampler.reset();
       swapper.takeStats();
@@ -171,6 +181,7 @@ int main(int argc, char** argv) {
         stepBest = step;
         stepStats = swapper.takeStats();
         stepIdle = sampler ? sampler->idleShare() : 0;
+        stepDepth = sampler ? sampler->meanInFlight() : 0;
       }
       sampler.reset();
       ++h.step;
@@ -188,8 +199,9 @@ int main(int argc, char** argv) {
     std::printf("%-18s %9.5f %10.2f   (waited on I/O %.3f s, in Adam %.3f s)\n", "pipelined step",
                 stepBest, bytes / stepBest / 1e9, stepStats.ioWaitSeconds, stepStats.updateSeconds);
     if (o.diskIdle)
-      std::printf("disk idle (no transfer in flight): %.1f%% of I/O alone, %.1f%% of the pipelined step\n",
-                  100 * ioIdle, 100 * stepIdle);
+      std::printf("disk idle (no transfer in flight): %.1f%% of I/O alone, %.1f%% of the pipelined step; "
+                  "mean transfers in flight %.2f and %.2f\n",
+                  100 * ioIdle, 100 * stepIdle, ioDepth, stepDepth);
     std::printf("pipelined / max(I/O, optimizer) = %.3f   (target <= 1.05)\n",
                 stepBest / std::max(ioBest, optimBest));
   } catch (const std::exception& e) {
