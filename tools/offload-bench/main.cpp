@@ -5,16 +5,22 @@
 //   optimizer alone  Adam over the same elements already in memory
 //   pipelined        the real step
 // and the ratio pipelined / max(I/O, optimizer): 1.00 is perfect overlap. Each parameter moves
-// 12 bytes each way (fp32 master, m, v); the 16-bit gradients stay in memory.
+// 12 bytes each way (fp32 master, m, v); the 16-bit gradients stay in memory. --disk-idle
+// samples the engine's transfers in flight and prints the share of each pass with none and the
+// mean: a pipeline that leaves the disk waiting on the optimizer shows in the first, a ring
+// thread that cannot keep the queue full in the second.
 //   zrt-offload-bench --params 1e8 --nvme-path /work/swap
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/config/config.h"
@@ -41,6 +47,42 @@ struct Options {
   int buffers = 4;
   int repeats = 3;
   int threads = 0;  // Adam's threads; 0: what the engine uses with the swapper
+  bool diskIdle = false;
+};
+
+// While a pass runs, samples every 200 us whether the engine has any transfer in flight: the
+// share of samples with none is the time the disk had nothing to do ("disk idle").
+class IdleSampler {
+ public:
+  explicit IdleSampler(zrt::offload::OffloadEngine& io) : io_(io), thread_([this] { run(); }) {}
+  ~IdleSampler() {
+    stop_ = true;
+    thread_.join();
+  }
+  double idleShare() const {
+    const auto n = samples_.load();
+    return n ? static_cast<double>(idle_.load()) / static_cast<double>(n) : 0.0;
+  }
+  // The mean number of transfers in flight over the samples (queue_depth x rings at most).
+  double meanInFlight() const {
+    const auto n = samples_.load();
+    return n ? static_cast<double>(inFlight_.load()) / static_cast<double>(n) : 0.0;
+  }
+
+ private:
+  void run() {
+    while (!stop_) {
+      const std::uint64_t f = io_.stats().transfersInFlight;
+      ++samples_;
+      inFlight_ += f;
+      if (f == 0) ++idle_;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  zrt::offload::OffloadEngine& io_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> samples_{0}, idle_{0}, inFlight_{0};
+  std::thread thread_;
 };
 
 }  // namespace
@@ -54,6 +96,9 @@ int main(int argc, char** argv) {
   app.add_option("--buffers", o.buffers, "buffer_count")->check(CLI::Range(1, 64));
   app.add_option("--threads", o.threads, "CPU Adam threads (0: the engine's choice, all cores but one)")->check(CLI::Range(0, 1024));
   app.add_option("--repeats", o.repeats, "timed repeats (the best is shown)")->check(CLI::Range(1, 100));
+  app.add_flag("--disk-idle", o.diskIdle,
+               "sample every 200 us whether the disk has work and print the share of time it had none "
+               "(costs a little CPU)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -105,17 +150,28 @@ int main(int argc, char** argv) {
     for (auto& x : master) x = normal(gen);
 
     double ioBest = 1e30, optimBest = 1e30, stepBest = 1e30;
+    // The disk's idle share and mean transfers in flight in the best pass of each.
+    double ioIdle = 0, stepIdle = 0, ioDepth = 0, stepDepth = 0;
     zrt::OptimizerSwapper::Stats stepStats;
     for (int r = 0; r < o.repeats; ++r) {
+      std::optional<IdleSampler> sampler;
+      if (o.diskIdle) sampler.emplace(io);
       auto t0 = Clock::now();
       swapper.forEach([](const zrt::OptimizerSwapper::Window&) {});
-      ioBest = std::min(ioBest, zrt::secondsSince(t0));
+      const double ioSeconds = zrt::secondsSince(t0);
+      if (ioSeconds < ioBest) {
+        ioBest = ioSeconds;
+        ioIdle = sampler ? sampler->idleShare() : 0;
+        ioDepth = sampler ? sampler->meanInFlight() : 0;
+      }
+      sampler.reset();
       swapper.takeStats();
       t0 = Clock::now();
       for (std::uint64_t b = 0; b < n; b += sub)
         adamOn(master.data() + b, m.data() + b, v.data() + b, b, std::min(sub, n - b), alone);
       optimBest = std::min(optimBest, zrt::secondsSince(t0));
       ++h.step;
+      if (o.diskIdle) sampler.emplace(io);
       t0 = Clock::now();
       swapper.forEach([&](const zrt::OptimizerSwapper::Window& w) {
         adamOn(w.states[0], w.states[1], w.states[2], w.begin, w.count, pipelined);
@@ -124,7 +180,10 @@ int main(int argc, char** argv) {
       if (step < stepBest) {
         stepBest = step;
         stepStats = swapper.takeStats();
+        stepIdle = sampler ? sampler->idleShare() : 0;
+        stepDepth = sampler ? sampler->meanInFlight() : 0;
       }
+      sampler.reset();
       ++h.step;
     }
     const double bytes = 2.0 * 12.0 * static_cast<double>(n);  // 12 bytes a parameter, each way
@@ -139,6 +198,10 @@ int main(int argc, char** argv) {
     std::printf("%-18s %9.5f %10s\n", "optimizer alone", optimBest, "-");
     std::printf("%-18s %9.5f %10.2f   (waited on I/O %.3f s, in Adam %.3f s)\n", "pipelined step",
                 stepBest, bytes / stepBest / 1e9, stepStats.ioWaitSeconds, stepStats.updateSeconds);
+    if (o.diskIdle)
+      std::printf("disk idle (no transfer in flight): %.1f%% of I/O alone, %.1f%% of the pipelined step; "
+                  "mean transfers in flight %.2f and %.2f\n",
+                  100 * ioIdle, 100 * stepIdle, ioDepth, stepDepth);
     std::printf("pipelined / max(I/O, optimizer) = %.3f   (target <= 1.05)\n",
                 stepBest / std::max(ioBest, optimBest));
   } catch (const std::exception& e) {
