@@ -522,7 +522,7 @@ def main():
         print(row)
     for label, flops, banner_flops, *_ in results:
         print(f"{label}: {flops:.6g} FLOPs per token by {FLOP_FORMULA.split(' per token')[0]}; zrt-train's "
-              f"banner counts causal attention only, {banner_flops:.4g} ({flops / banner_flops - 1:+.1%} here; not used)")
+              f"banner counts causal attention only, {banner_flops:.3g} (about {flops / banner_flops - 1:+.0%}; not used)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if failed else 0
 
