@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -205,6 +206,11 @@ struct Gpt2::Impl : ActivationBuffers {
     allocate();
     k::initThreads();
     warnAboutBlasKernels();
+    // Named (at info level) when chosen, so a script that sets the variable can tell a build
+    // that reads it from one that does not.
+    if (const char* v = std::getenv(k::kGemmLibraryVariable); v && *v)
+      ZRT_INFO("gpt2: matrix products through ", k::gemmLibraryName(k::gemmLibrary()), " (",
+               k::kGemmLibraryVariable, "=", v, ")");
   }
 
   // zrt-train runs itself again asking for the CPU's kernels (its main.cpp); a program that embeds

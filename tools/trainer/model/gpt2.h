@@ -1,7 +1,7 @@
 // GPT-2, exactly as Hugging Face's GPT2LMHeadModel with a byte vocabulary, forward and backward
 // on the CPU: the model the reference trainer (zrt-train) trains through the Engine.
-// Matrix products go through oneDNN's sgemm, column sums through OpenBLAS's sgemv; the rest are
-// OpenMP loops the compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
+// Matrix products go through oneDNN's sgemm (OpenBLAS's with ZRT_GPT2_GEMM=openblas:
+// gpt2_kernels.h), column sums through OpenBLAS's sgemv; the rest are OpenMP loops the compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
 // the Engine's dtype and are widened per module, gradients are rounded to it on the way out.
 //
 // Modules, in registration order (each one an Engine module, so stage 3 gathers block by block):

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -76,10 +77,8 @@ inline const float* row(const float* base, std::int64_t r, std::int64_t cols) {
 // One product, on the calling thread, through oneDNN's sgemm: on the model's products (K of 256
 // to 1024, each thread's share of 1024 rows) its JIT kernels made a 4 x 256 training step about
 // 8% faster than OpenBLAS 0.3.21's SkylakeX kernels (alternating runs, docs/results.md).
-void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
-           const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M <= 0 || N <= 0) return;
-  const char ta = transA ? 'T' : 'N', tb = transB ? 'T' : 'N';
+void sgemmOneDnn(char ta, char tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
   dnnl_status_t st = dnnl_success;
   // oneDNN keeps a call made inside an active region on its thread, as it does with one thread.
   if (omp_in_parallel() || omp_get_max_threads() == 1) {
@@ -102,6 +101,45 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
 
 }  // namespace
 
+GemmLibrary parseGemmLibrary(const char* value) {
+  if (value == nullptr || *value == '\0') return GemmLibrary::OneDnn;
+  const std::string v = value;
+  if (v == "onednn") return GemmLibrary::OneDnn;
+  if (v == "openblas") return GemmLibrary::OpenBlas;
+  ZRT_THROW(InvalidArgument, "gpt2: ", kGemmLibraryVariable, "=", v,
+            " is not a GEMM library: use onednn (the default) or openblas");
+}
+
+GemmLibrary gemmLibrary() {
+  static const GemmLibrary library = parseGemmLibrary(std::getenv(kGemmLibraryVariable));
+  return library;
+}
+
+const char* gemmLibraryName(GemmLibrary library) {
+  return library == GemmLibrary::OpenBlas ? "OpenBLAS's cblas_sgemm" : "oneDNN's dnnl_sgemm";
+}
+
+void sgemmOn(GemmLibrary library, bool transA, bool transB, int M, int N, int K, float alpha,
+             const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (library == GemmLibrary::OpenBlas) {
+    // initThreads() set OpenBLAS to one thread, so the call stays on the calling thread.
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  sgemmOneDnn(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+
+void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+  sgemmOn(gemmLibrary(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
 Span threadShare(int count, int granule) {
   // Outside an active region: one thread, number 0.
   const int threads = omp_get_num_threads(), t = omp_get_thread_num();
@@ -112,7 +150,10 @@ Span threadShare(int count, int granule) {
   return {edge(t), edge(t + 1)};
 }
 
-void initThreads() { openblas_set_num_threads(1); }
+void initThreads() {
+  openblas_set_num_threads(1);
+  gemmLibrary();
+}
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {

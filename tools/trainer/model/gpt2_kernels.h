@@ -1,7 +1,7 @@
 // The layer kernels GPT-2 is built from, forward and backward, on fp32 row-major arrays: matrix
-// products through oneDNN's sgemm (column sums through OpenBLAS's sgemv), the rest vectorised
-// loops. Rows are tokens (n = batch x T); a linear layer's weight is [in, out] (HF's Conv1D), so
-// y = x W + b.
+// products through oneDNN's sgemm (or OpenBLAS's: ZRT_GPT2_GEMM, below), column sums through
+// OpenBLAS's sgemv, the rest vectorised loops. Rows are tokens (n = batch x T); a linear layer's
+// weight is [in, out] (HF's Conv1D), so y = x W + b.
 //
 // Kernels are meant to run on every thread of an OpenMP parallel region, each thread doing its
 // share, with no barrier at the end; so a caller runs a chain of kernels in one region and puts a
@@ -52,8 +52,30 @@ Span threadShare(int count, int granule);
 
 // BLAS runs single-threaded inside each call: the kernels share the work out themselves, over
 // the same OpenMP threads as the element-wise loops (two thread pools on the same cores spin
-// against each other). Gpt2 calls this once at construction.
+// against each other). Gpt2 calls this once at construction; it also reads ZRT_GPT2_GEMM (below),
+// so a bad value fails there, before any product.
 void initThreads();
+
+// The library the matrix products go through, for the whole process: oneDNN's dnnl_sgemm (the
+// default) or OpenBLAS's cblas_sgemm, chosen by the environment variable ZRT_GPT2_GEMM
+// ("onednn" or "openblas"; unset or empty: oneDNN), read once. OpenBLAS is there to tell the
+// library's share of a step's time from the code's (tools/trainer/speed_vs_torch.py runs both);
+// the two round differently, so a process never mixes them. Column sums use OpenBLAS's sgemv
+// either way.
+enum class GemmLibrary { OneDnn, OpenBlas };
+inline constexpr const char* kGemmLibraryVariable = "ZRT_GPT2_GEMM";
+// nullptr or "" is oneDNN; "onednn" and "openblas" name themselves; anything else throws
+// InvalidArgument naming the variable and the values it takes.
+GemmLibrary parseGemmLibrary(const char* value);
+// This process's choice (ZRT_GPT2_GEMM read on the first call).
+GemmLibrary gemmLibrary();
+// "oneDNN's dnnl_sgemm" or "OpenBLAS's cblas_sgemm".
+const char* gemmLibraryName(GemmLibrary library);
+
+// One product on the calling thread through `library` (gemm below uses gemmLibrary()): C[M,N] =
+// alpha op(A) op(B) + beta C, row-major.
+void sgemmOn(GemmLibrary library, bool transA, bool transB, int M, int N, int K, float alpha,
+             const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
 // Team: C[M,N] = alpha op(A) op(B) + beta C, row-major; op transposes when the flag says so.
 // Each thread computes a block of C, split along its longer side (each thread packs the whole of
