@@ -3,6 +3,8 @@
 #include <atomic>
 #include <exception>
 
+#include <mpi.h>
+
 #include "comm/comm_options.h"
 #include "core/log.h"
 
@@ -13,6 +15,9 @@ std::atomic<bool> g_left{false};
 
 bool skipCollectiveTeardown(const char* what) noexcept {
   if (std::uncaught_exceptions() == 0) return false;
+  // A rank alone has no peers to leave: its frees cannot wait for anyone.
+  int world = 0;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &world) == MPI_SUCCESS && world == 1) return false;
   if (!g_left.exchange(true)) {
     try {
       logWarning(detail::cat("an exception is unwinding this rank while its peers may still be in the "

@@ -46,6 +46,10 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<lon
               std::atomic<char>::is_always_lock_free, "the signal handler may only touch lock-free atomics");
 
 std::array<Slot, kSlots> gSlots;
+// A lost peer is reported once per process, whichever communicator saw it first: the watchdog of
+// one, or the signal-time report. Without it a process with several communicators printed the
+// same "peer lost" sentence once from a watchdog and again, for an idle communicator, at SIGTERM.
+std::atomic<bool> gLossReported{false};
 
 std::int64_t monotonicNs() noexcept {
   struct timespec ts {};
@@ -62,9 +66,10 @@ const char* signalName(int sig) noexcept {
 }
 
 // Writes the slot's line, if it has one: a wait in progress (pass 0), or a lost peer while idle
-// (pass 1, only when no wait was reported: that line names the lost peers already). Returns
-// whether it wrote.
-bool reportSlot(Slot& slot, int sig, int pass) noexcept {
+// (pass 1, only when no wait was reported: that line names the lost peers already). The lost
+// peers are named on the first line only (`named` records it); a later wait says what it waited
+// in. Returns whether it wrote.
+bool reportSlot(Slot& slot, int sig, int pass, bool& named) noexcept {
   const unsigned generation = slot.generation.load(std::memory_order_acquire);
   if (slot.reported.load(std::memory_order_acquire)) return false;
   // The operation, read consistently: a few tries (the handler may have interrupted publish()
@@ -108,9 +113,14 @@ bool reportSlot(Slot& slot, int sig, int pass) noexcept {
   SignalSafeText t;
   t.add("[zrt rank ").add(static_cast<std::uint64_t>(worldRank)).add("] error: ");
   const double waited = static_cast<double>(monotonicNs() - since) / 1e9;
-  if (lost > 0) {
+  if (lost > 0 && named) {
+    t.add("also waiting ").addSeconds(waited).add(" s in ").add(description).add(" (").add(bytes);
+    t.add(" bytes) on another communicator; ended by ").add(signalName(sig));
+  } else if (lost > 0) {
     describeLostPeers(t, lostRanks, lostPids, lost, running, description, bytes, waited, completed);
     t.add("; ended by ").add(signalName(sig));
+    named = true;
+    gLossReported.store(true, std::memory_order_release);
   } else {
     t.add("ended by ").add(signalName(sig)).add(" while waiting ").addSeconds(waited).add(" s in ");
     t.add(description).add(" (").add(bytes).add(" bytes); no exited peer among the ");
@@ -126,12 +136,13 @@ bool reportSlot(Slot& slot, int sig, int pass) noexcept {
 
 void reportAll(int sig) noexcept {
   if (sig == 0) return;  // a deliberate abort: the caller has reported already
-  bool waits = false;
+  if (gLossReported.load(std::memory_order_acquire)) return;  // a watchdog said it already
+  bool waits = false, named = false;
   for (Slot& slot : gSlots)
-    if (slot.state.load(std::memory_order_acquire) == kActive) waits = reportSlot(slot, sig, 0) || waits;
+    if (slot.state.load(std::memory_order_acquire) == kActive) waits = reportSlot(slot, sig, 0, named) || waits;
   if (waits) return;
   for (Slot& slot : gSlots)
-    if (slot.state.load(std::memory_order_acquire) == kActive && reportSlot(slot, sig, 1)) return;
+    if (slot.state.load(std::memory_order_acquire) == kActive && reportSlot(slot, sig, 1, named)) return;
 }
 
 }  // namespace
@@ -246,6 +257,11 @@ void TerminationReportSlot::publish(bool running, std::uint64_t seq, std::uint64
 
 void TerminationReportSlot::markReported() noexcept {
   if (slot_ >= 0) gSlots[static_cast<std::size_t>(slot_)].reported.store(true, std::memory_order_release);
+}
+
+bool TerminationReportSlot::claimLossReport() noexcept {
+  markReported();
+  return !gLossReported.exchange(true, std::memory_order_acq_rel);
 }
 
 }  // namespace zrt::comm

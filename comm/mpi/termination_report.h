@@ -49,6 +49,10 @@ class TerminationReportSlot {
                std::uint64_t bytes, std::chrono::steady_clock::time_point since) noexcept;
   // The watchdog reported this communicator's failure itself: the signal-time report skips it.
   void markReported() noexcept;
+  // As markReported, for a lost peer: true for the first communicator of this process to claim
+  // it (that one prints the report), false when another watchdog or the signal-time report has
+  // named the lost peers already.
+  bool claimLossReport() noexcept;
 
  private:
   int slot_ = -1;

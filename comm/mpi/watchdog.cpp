@@ -143,12 +143,13 @@ void Watchdog::checkPeers(const ProgressThread::Snapshot& snap) {
   describeLostPeers(t, ranks.data(), pids.data(), static_cast<int>(lost.size()), true,
                     snap.work->description().c_str(), snap.bytes, secondsSince(snap.since), snap.completed);
   std::string report(t.data, t.size);
-  lastWords_->markReported();
+  const bool first = lastWords_->claimLossReport();
   if (onPeerLost_) {
     onPeerLost_(report);
-  } else {
+  } else if (first) {
     abortJob(report + "; ending the job");
   }
+  // else another communicator's watchdog named the loss and is ending the job already.
 }
 
 void Watchdog::abortJob(const std::string& report) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "comm/mpi/left_peers.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/error.h"
 #include "tests/comm/comm_test_util.h"
@@ -405,4 +406,19 @@ TEST_CASE("a rank that arrives late at every shared-memory operation gets the sa
   }
   waitAll(works);
   for (auto& wrong : checks) CHECK(wrong() == 0);
+}
+
+// A rank alone has no peers to leave: a communicator (and its shared-memory windows) torn down
+// while an exception unwinds is freed as usual, with no "peers may still be in the collectives"
+// warning and no grace at MPI_Finalize. On more ranks the skip is dead_rank_test.sh's subject.
+TEST_CASE("a rank alone frees its communicator while an exception unwinds") {
+  if (test::worldSize() != 1) return;  // decided by the world size before anything runs
+  CommOptions shm;
+  shm.path = CommPath::Shm;
+  try {
+    MpiCommunicator comm(MPI_COMM_WORLD, shm);
+    throw InvalidArgument("a set-up error on one rank");
+  } catch (const InvalidArgument&) {
+  }
+  CHECK_FALSE(leftPeers());
 }

@@ -1,8 +1,8 @@
 // Swap files: a private directory per job and rank (0700) under each nvme_path, files 0600 with
 // their space reserved (fallocate) and charged to the ledger at MemPlace::Nvme, striped over
 // the paths; everything removed when the owners go away, at exit(), and on SIGTERM, SIGINT,
-// SIGHUP, SIGUSR1 and SIGUSR2 (a forked child is killed; the signal still ends it, and its directory is gone); the
-// directory of a SIGKILLed process removed by the next process of its job that cleans up, and
+// SIGHUP, SIGUSR1 and SIGUSR2 (a forked child is killed; the signal still ends it, and its
+// directory is gone); the directory of a SIGKILLed process removed by the next process of its job that cleans up, and
 // never a link planted under such a name, its target, or another user's directory.
 #include <doctest/doctest.h>
 

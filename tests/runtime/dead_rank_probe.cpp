@@ -5,7 +5,9 @@
 // other rank waits in a collective for it. With "throw", rank VICTIM instead throws there, as a
 // caller's own code can fail mid-step, and unwinds through the Engine's destructors while its
 // peers wait in the step's collectives; VICTIM -1 makes every rank throw there together, as an
-// error every rank agrees on does. Each rank first prints "rank R pid P".
+// error every rank agrees on does. Each rank first prints "rank R pid P". A second communicator
+// (a program's own, beside the Engine's) has a barrier in flight on the other ranks from step
+// STALL_STEP on, which VICTIM never joins: the loss must still be named once per rank.
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   try {
     comm::MpiCommunicator comm(MPI_COMM_WORLD);
+    comm::MpiCommunicator idle(MPI_COMM_WORLD);
     const int world = comm.size();
     EngineModel model;
     for (int i = 0; i < 4; ++i) {
@@ -56,7 +59,9 @@ int main(int argc, char** argv) {
     MemoryLedger ledger;
     auto device = makeDevice("host:256M", ledger);
     Engine engine(parseConfig(config, "dead_rank_probe", world), *device, comm, std::move(model));
+    comm::Work pending;
     for (int step = 0; step < 1'000'000; ++step) {
+      if (step == stallStep && victim >= 0 && comm.rank() != victim) pending = idle.barrierAsync();
       engine.beginMicroStep();
       for (std::size_t mod = engine.numModules(); mod-- > 0;) {
         const auto p = engine.parameters(mod);

@@ -117,6 +117,9 @@ for r in $(seq 0 $((ranks - 1))); do
   # rank 0 (pid 4241), rank 1 (pid 4242) exited ...").
   pattern="^\[zrt rank $r\] error: peers? lost: (rank [0-9]+ \(pid [0-9]+\), )*rank $victim \(pid $victim_pid\)(, rank [0-9]+ \(pid [0-9]+\))* exited while this rank waited [0-9.]+ s in [a-zA-Z]+ #[0-9]+ .*\([0-9]+ bytes\)"
   grep -Eq "$pattern" "$log" || fail "rank $r did not report the loss of rank $victim and the operation it waited in"
+  # Once per process, though the probe has a second (idle) communicator watching the same peers.
+  n=$(grep -Ec "^\[zrt rank $r\] error: peers? lost" "$log" || true)
+  [ "$n" = 1 ] || fail "rank $r reported the lost peer $n times, not once"
   echo "ok: rank $r named rank $victim (pid $victim_pid) and its operation"
 done
 sleep 0.5  # mpirun has exited; its last children are being reaped
