@@ -3,7 +3,8 @@
 // the paths; everything removed when the owners go away, at exit(), and on SIGTERM, SIGINT,
 // SIGHUP, SIGUSR1 and SIGUSR2 (a forked child is killed; the signal still ends it, and its
 // directory is gone); the directory of a SIGKILLed process removed by the next process of its
-// job that cleans up, and never a link planted under such a name, its target, or another user's directory.
+// job that cleans up, and never a link planted under such a name, its target, or another
+// user's directory.
 #include <doctest/doctest.h>
 
 #include <signal.h>
