@@ -34,7 +34,8 @@ std::string ownerTag();
 
 // Removes every entry directly inside `dir` (a link is removed, never followed), then `dir`
 // itself; async-signal-safe. `dir`'s last component must be a directory owned by this user, not
-// a link: anything else is left alone (EPERM, ELOOP or ENOTDIR). Returns 0 or the first errno met (ENOENT counts as success).
+// a link: anything else is left alone (EPERM, ELOOP or ENOTDIR). Returns 0 or the first errno
+// met (ENOENT counts as success).
 int removeDirectoryFlat(const char* dir) noexcept;
 // The same for the entry `name` of the directory open at `parentFd` (or AT_FDCWD).
 int removeDirectoryAt(int parentFd, const char* name) noexcept;

@@ -1,6 +1,5 @@
 #include "runtime/checkpoint/file_io.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -17,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "offload/cleanup_registry.h"
 #include "runtime/checkpoint/fault_injection.h"
 
 namespace zrt::checkpoint {
@@ -164,20 +164,10 @@ std::string makeTempDirectory(const std::string& parent, const std::string& pref
 }
 
 std::string removeTree(const std::string& path) {
-  std::string problems;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), &::closedir);
-  if (!dir) return errno == ENOENT ? "" : "cannot open " + path + ": " + errnoText(errno);
-  std::vector<std::string> names;
-  while (const dirent* d = ::readdir(dir.get())) {
-    const std::string n = d->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  for (const std::string& n : names) {
-    const std::string p = joinPath(path, n);
-    if (::unlink(p.c_str()) != 0) problems += "cannot remove " + p + ": " + errnoText(errno) + "; ";
-  }
-  if (::rmdir(path.c_str()) != 0) problems += "cannot remove " + path + ": " + errnoText(errno);
-  return problems;
+  // Relative to the directory's own fd, never through a link (offload/cleanup_registry.h): a
+  // link swapped in for the temporary directory must not make this delete what it points to.
+  const int e = offload::removeDirectoryFlat(path.c_str());
+  return e == 0 ? "" : "cannot remove " + path + ": " + errnoText(e);
 }
 
 void renameNoReplace(const std::string& from, const std::string& to) {

@@ -335,6 +335,14 @@ TEST_CASE(
         e.find(target + " exists and is not a directory (or is a link)") != std::string::npos, e);
     CHECK(fs::is_empty(dir.path / "elsewhere"));
   }
+  SUBCASE("removeTree of a failed save's temporary directory swapped for a link") {
+    fs::create_directory(dir.path / "elsewhere");
+    std::ofstream(dir.path / "elsewhere" / "kept") << "precious\n";
+    fs::create_directory_symlink(dir.path / "elsewhere", dir.path / "s.tmp-AAAAAA");
+    const std::string left = checkpoint::removeTree((dir.path / "s.tmp-AAAAAA").string());
+    CHECK_MESSAGE(left.find("Not a directory") != std::string::npos, left);
+    CHECK(readAll(dir.path / "elsewhere" / "kept") == "precious\n");
+  }
   CHECK(fs::is_symlink(link));
   CHECK(readAll(victim) == "precious\n");
 }
