@@ -567,6 +567,7 @@ int Engine::moduleIndex(const std::string& name) const {
   auto it = impl_->moduleByName.find(name);
   return it == impl_->moduleByName.end() ? -1 : static_cast<int>(it->second);
 }
+const std::string& Engine::moduleName(std::size_t module) const { return impl_->model.modules.at(module).name; }
 double Engine::lossScale() const { return impl_->scaler.scale(); }
 double Engine::gradientSeed() const { return impl_->scaler.scale() / impl_->accumulation; }
 

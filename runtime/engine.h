@@ -7,12 +7,19 @@
 // One training step in the caller's code:
 //   for each of engine.accumulationSteps() micro-batches:
 //     engine.beginMicroStep();
-//     forward, module by module, reading engine.parameters(m);
-//     backward in reverse: write module m's gradients (seeded with engine.gradientSeed(), the
-//       loss scale over the accumulation steps) into engine.gradients(m), then
-//       engine.backwardDone(m), which hands them to the buckets;
+//     forward, module by module, reading module m's parameters for as long as a
+//       GatheredParameters(engine, m) lives (runtime/gathered_parameters.h; or
+//       engine.parameters(m) ... engine.release(m));
+//     backward in reverse: gather module m again, write its gradients (seeded with
+//       engine.gradientSeed(), the loss scale over the accumulation steps) into
+//       engine.gradients(m), then engine.backwardDone(m), which hands them to the buckets;
 //     engine.endMicroStep();
 //   StepReport r = engine.step();
+// Collective calls (every rank makes them, in the same order): construction, beginMicroStep,
+// parameters/release at stage 3 (and GatheredParameters), backwardDone, endMicroStep, step,
+// parameterValues and stateDict (runtime/state_dict.h), save, load, loadWeights. Reading
+// parameters outside a micro-step (a forward-only evaluation between steps) is fine, at every
+// stage; gradients() is only for a micro-step.
 //
 // Stages 0 (data parallel), 1 (optimizer state sharded), 2 (gradients sharded too) and 3
 // (parameters sharded too: parameters(m) gathers module m, release(m) frees it, and the
@@ -44,17 +51,9 @@
 #include "core/dtype.h"
 #include "offload/offload_engine.h"
 #include "runtime/model_spec.h"
+#include "runtime/tensor_ref.h"
 
 namespace zrt {
-
-// A view of one parameter (or its gradient) in device memory.
-struct TensorRef {
-  const std::string* name = nullptr;
-  const std::vector<std::int64_t>* shape = nullptr;
-  void* data = nullptr;  // null for the gradient of a frozen parameter
-  DType dtype = DType::F32;
-  std::uint64_t numel = 0;
-};
 
 struct StepReport {
   std::int64_t step = 0;        // optimizer steps attempted so far, this one included
@@ -90,6 +89,7 @@ class Engine {
   int accumulationSteps() const;
   std::size_t numModules() const;
   int moduleIndex(const std::string& name) const;  // -1 when there is none
+  const std::string& moduleName(std::size_t module) const;
 
   // The factor the caller seeds backward with: loss scale / gradient_accumulation_steps. With
   // it, the engine's average over ranks gives the mean gradient of the global batch.

@@ -8,6 +8,8 @@
 #include <zrt/core/config/config.h>
 #include <zrt/core/device.h>
 #include <zrt/runtime/engine.h>
+#include <zrt/runtime/gathered_parameters.h>
+#include <zrt/runtime/state_dict.h>
 
 #include <cmath>
 #include <cstdio>
@@ -34,19 +36,16 @@ void sample(long i, float* x, float& t) {
   t = std::sin(x[0]) + x[1] * x[2] - x[3];
 }
 
-// Reads a tensor in the engine's training dtype as floats (and writes floats back).
-float get(const zrt::TensorRef& t, std::size_t i) {
-  if (t.dtype == zrt::DType::F32) return static_cast<const float*>(t.data)[i];
-  const auto bits = static_cast<const std::uint16_t*>(t.data)[i];
-  return t.dtype == zrt::DType::BF16 ? zrt::bf16ToFloat(bits) : zrt::halfToFloat(bits);
-}
-void put(const zrt::TensorRef& t, std::size_t i, float v) {
-  if (t.dtype == zrt::DType::F32) {
-    static_cast<float*>(t.data)[i] = v;
-    return;
+// The model's output for x, keeping the hidden activations in `a` for backward.
+float forward(const zrt::GatheredParameters& h, const zrt::GatheredParameters& o, const float* x, float* a) {
+  float y = o[1].load(0);
+  for (int j = 0; j < kHidden; ++j) {
+    float z = h[1].load(j);
+    for (int k = 0; k < kIn; ++k) z += h[0].load(j * kIn + k) * x[k];
+    a[j] = std::tanh(z);
+    y += o[0].load(j) * a[j];
   }
-  static_cast<std::uint16_t*>(t.data)[i] =
-      t.dtype == zrt::DType::BF16 ? zrt::floatToBf16(v) : zrt::floatToHalf(v);
+  return y;
 }
 
 }  // namespace
@@ -76,41 +75,39 @@ int main(int argc, char** argv) {
       double loss = 0;
       for (int m = 0; m < engine.accumulationSteps(); ++m) {
         engine.beginMicroStep();
-        const auto h = engine.parameters(0), o = engine.parameters(1);
         std::vector<float> gW1(kHidden * kIn, 0), gb1(kHidden, 0), gW2(kHidden, 0);
         float gb2 = 0;
         const double seed = engine.gradientSeed();  // loss scale / accumulation steps
-        for (long b = 0; b < micro; ++b) {
-          // This rank's samples of the step: the global batch is split over micro-steps and ranks.
-          const long i = step * global + (m * comm.size() + comm.rank()) * micro + b;
-          float x[kIn], t, a[kHidden];
-          sample(i, x, t);
-          float y = get(o[1], 0);
-          for (int j = 0; j < kHidden; ++j) {
-            float z = get(h[1], j);
-            for (int k = 0; k < kIn; ++k) z += get(h[0], j * kIn + k) * x[k];
-            a[j] = std::tanh(z);
-            y += get(o[0], j) * a[j];
-          }
-          const float d = static_cast<float>((y - t) / micro);  // d(mean 0.5 (y-t)^2)/dy
-          loss += 0.5 * (y - t) * (y - t) / micro / engine.accumulationSteps();
-          gb2 += static_cast<float>(seed * d);
-          for (int j = 0; j < kHidden; ++j) {
-            gW2[j] += static_cast<float>(seed * d * a[j]);
-            const float dz = d * get(o[0], j) * (1 - a[j] * a[j]);
-            gb1[j] += static_cast<float>(seed * dz);
-            for (int k = 0; k < kIn; ++k) gW1[j * kIn + k] += static_cast<float>(seed * dz * x[k]);
+        {
+          // Both modules' parameters for this scope (at stage 3: gathered here, released at its
+          // end, even if the forward throws). load/store read and write floats in any dtype.
+          const zrt::GatheredParameters h(engine, 0), o(engine, 1);
+          for (long b = 0; b < micro; ++b) {
+            // This rank's samples of the step: the global batch is split over micro-steps and ranks.
+            const long i = step * global + (m * comm.size() + comm.rank()) * micro + b;
+            float x[kIn], t, a[kHidden];
+            sample(i, x, t);
+            const float y = forward(h, o, x, a);
+            const float d = static_cast<float>((y - t) / micro);  // d(mean 0.5 (y-t)^2)/dy
+            loss += 0.5 * (y - t) * (y - t) / micro / engine.accumulationSteps();
+            gb2 += static_cast<float>(seed * d);
+            for (int j = 0; j < kHidden; ++j) {
+              gW2[j] += static_cast<float>(seed * d * a[j]);
+              const float dz = d * o[0].load(j) * (1 - a[j] * a[j]);
+              gb1[j] += static_cast<float>(seed * dz);
+              for (int k = 0; k < kIn; ++k) gW1[j * kIn + k] += static_cast<float>(seed * dz * x[k]);
+            }
           }
         }
         // Backward runs last module first; each module's gradients go to the engine as soon
         // as they exist, so their buckets reduce while earlier modules still compute.
-        auto go = engine.gradients(1);
-        for (int j = 0; j < kHidden; ++j) put(go[0], j, gW2[j]);
-        put(go[1], 0, gb2);
+        const auto go = engine.gradients(1);
+        for (int j = 0; j < kHidden; ++j) go[0].store(j, gW2[j]);
+        go[1].store(0, gb2);
         engine.backwardDone(1);
-        auto gh = engine.gradients(0);
-        for (int j = 0; j < kHidden * kIn; ++j) put(gh[0], j, gW1[j]);
-        for (int j = 0; j < kHidden; ++j) put(gh[1], j, gb1[j]);
+        const auto gh = engine.gradients(0);
+        for (int j = 0; j < kHidden * kIn; ++j) gh[0].store(j, gW1[j]);
+        for (int j = 0; j < kHidden; ++j) gh[1].store(j, gb1[j]);
         engine.backwardDone(0);
         engine.endMicroStep();
       }
@@ -124,7 +121,23 @@ int main(int argc, char** argv) {
         std::printf("step %3d  loss %.4f  grad norm %.3f  lr %.4f  %s\n", step, global_loss,
                     r.gradNorm, r.lr, r.taken ? "" : "(skipped)");
     }
+    // A forward-only evaluation between steps (no micro-step needed) on samples never trained
+    // on, and the whole model by name on every rank (collective: every rank calls both).
+    double evalLoss = 0;
+    {
+      const zrt::GatheredParameters h(engine, 0), o(engine, 1);
+      for (long i = 0; i < 64; ++i) {
+        float x[kIn], t, a[kHidden];
+        sample(1'000'000 + i, x, t);
+        const float y = forward(h, o, x, a);
+        evalLoss += 0.5 * (y - t) * (y - t) / 64;
+      }
+    }
+    const std::vector<zrt::StateDictEntry> weights = zrt::stateDict(engine);
     if (comm.rank() == 0) {
+      std::printf("held-out loss %.4f; state dict:", evalLoss);
+      for (const zrt::StateDictEntry& w : weights) std::printf(" %s (%zu)", w.name.c_str(), w.values.size());
+      std::printf("\n");
       std::printf("%s", engine.memorySummary().c_str());
       std::printf("loss %.4f -> %.4f: %s\n", first, last,
                   last < 0.5 * first ? "example ok" : "example FAILED: loss did not halve");
