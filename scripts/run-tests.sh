@@ -10,8 +10,9 @@
 # run fails when any test other than a GPU test (ctest label `cuda`, from zrt_add_test CUDA) was
 # skipped. CI's machine has no GPU, so on CI only the GPU tests may skip: it runs as root and
 # install-deps.sh gives it everything else the tests need (mount and loop-device permission,
-# seccomp, fio, python3-torch). A test that skips there for want of a privilege CI lacks is a
-# finding to report and fix, not a skip to live with. ZRT_ALLOW_SKIPS=1 lists skips without
+# seccomp, fio, python3-torch, the venv with safetensors and PEFT). A test that skips there for
+# want of a privilege CI lacks is a finding to report and fix, not a skip to live with.
+# ZRT_ALLOW_SKIPS=1 lists skips without
 # failing, for a machine that lacks what CI has (a non-root developer, say); where CI is set
 # (CI=true on the CI machine) it has no effect.
 #

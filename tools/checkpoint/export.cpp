@@ -1,5 +1,7 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,12 +24,60 @@
 namespace zrt::ckpt_tool {
 namespace {
 
-// Writes `content` as a new file (never replacing one).
+// Writes `content` as the new file `path` (never replacing one): to `<path>.tmp-<pid>`, created
+// exclusively, then renamed into place; a failure removes the temporary file only if it made it.
 void writeNew(const std::string& path, const std::string& content) {
-  checkpoint::File f = checkpoint::File::createExclusive(path);
-  f.writeAll(content.data(), content.size());
-  f.sync();
-  f.close();
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  checkpoint::File f = checkpoint::File::createExclusive(tmp);
+  try {
+    f.writeAll(content.data(), content.size());
+    f.sync();
+    f.close();
+    checkpoint::renameNoReplace(tmp, path);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The adapter directory of --trainable-only, made as PEFT's save_pretrained makes it: an existing
+// directory is used, a missing one is created with its missing parents (mode 0700, as
+// checkpoints). Anything else at the path (a file, a link, even to a directory) is refused.
+// Returns the directories it created, outermost first, for removal should the export fail.
+std::vector<std::string> makeAdapterDirectory(const std::string& dir) {
+  std::vector<std::string> missing;
+  std::string whole = std::filesystem::absolute(dir).lexically_normal().string();
+  while (whole.size() > 1 && whole.back() == '/') whole.pop_back();
+  for (std::filesystem::path p = whole; !p.empty(); p = p.parent_path()) {
+    const std::string s = p.string();
+    if (checkpoint::pathExists(s)) {
+      // The directory itself must not be a link (the files are never written through one); a
+      // link among its parents is followed, as any path is.
+      struct stat st {};
+      const bool dirOk = s == whole ? checkpoint::isDirectory(s)
+                                    : ::stat(s.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      if (!dirOk)
+        ZRT_THROW(InvalidArgument, "zrt-ckpt: --out ", dir, ": ", s,
+                  " exists and is not a directory", s == whole ? " (or is a link)" : "");
+      break;
+    }
+    missing.insert(missing.begin(), s);
+    if (p == p.parent_path()) break;
+  }
+  std::vector<std::string> created;
+  for (const std::string& s : missing) {
+    if (::mkdir(s.c_str(), 0700) != 0) {
+      const int e = errno;
+      for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());
+      ZRT_THROW(IoError, "zrt-ckpt: cannot create directory ", s, ": ", std::strerror(e));
+    }
+    created.push_back(s);
+  }
+  return created;
 }
 
 }  // namespace
@@ -58,10 +108,26 @@ int exportSafetensors(const std::string& path, const std::string& tag, const Exp
     ZRT_THROW(InvalidArgument, "zrt-ckpt: ", r.dir(), " has no LoRA adapters to merge (its manifest's metadata has no "
               "'lora' entry; zrt-train --lora-rank writes one)");
 
-  std::string out = o.out;
-  if (o.trainableOnly && (checkpoint::isDirectory(out) || out.back() == '/'))
-    out = checkpoint::joinPath(out, "adapter_model.safetensors");
-  if (checkpoint::pathExists(out)) ZRT_THROW(InvalidArgument, "zrt-ckpt: ", out, " exists; not overwritten");
+  // --trainable-only writes PEFT's adapter directory: --out is the directory (save_pretrained's
+  // save_directory), holding adapter_model.safetensors and adapter_config.json.
+  std::string out = o.out, configPath;
+  if (o.trainableOnly) {
+    if (checkpoint::pathExists(o.out) && !checkpoint::isDirectory(o.out))
+      ZRT_THROW(InvalidArgument, "zrt-ckpt: --out ", o.out,
+                " exists and is not a directory (or is a link): "
+                "--trainable-only writes an adapter directory (adapter_model.safetensors and "
+                "adapter_config.json)");
+    if (!checkpoint::pathExists(o.out) && endsWith(o.out, ".safetensors"))
+      ZRT_THROW(InvalidArgument, "zrt-ckpt: --out ", o.out,
+                " names a file, but --trainable-only writes an adapter directory as PEFT's "
+                "save_pretrained does (adapter_model.safetensors and adapter_config.json in it): "
+                "give the directory");
+    out = checkpoint::joinPath(o.out, "adapter_model.safetensors");
+    configPath = checkpoint::joinPath(o.out, "adapter_config.json");
+  }
+  for (const std::string& target : {out, configPath})
+    if (!target.empty() && checkpoint::pathExists(target))
+      ZRT_THROW(InvalidArgument, "zrt-ckpt: ", target, " exists; not overwritten");
   const std::filesystem::path parent = std::filesystem::absolute(out).parent_path();
 
   // What to write: each tensor's header entry and how its values are produced.
@@ -108,6 +174,8 @@ int exportSafetensors(const std::string& path, const std::string& tag, const Exp
 
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"zrt_checkpoint", r.dir()}, {"zrt_tag", m.tag},
                                                  {"zrt_training_dtype", std::string(nameOf(m.dtype))}};
+  if (lora && o.trainableOnly && m.metadata.contains("model"))
+    metadata["zrt_model"] = m.metadata.at("model").dump();
   if (o.merge) {
     metadata["zrt_merged_lora"] = nlohmann::json{{"r", lora->r}, {"lora_alpha", lora->alpha},
                                                  {"target_modules", lora->targetModules},
@@ -115,40 +183,58 @@ int exportSafetensors(const std::string& path, const std::string& tag, const Exp
     if (m.metadata.contains("model")) metadata["zrt_model"] = m.metadata.at("model").dump();
   }
 
+  // The adapter's configuration (PEFT's LoraConfig keys only: PEFT refuses a key it does not
+  // know, so where the export came from is in the safetensors metadata). Without the training
+  // program's LoRA metadata ZRT knows which modules train but not the adapter's rank or alpha:
+  // those keys are left null to fill.
+  std::string config;
+  if (o.trainableOnly)
+    config = (lora ? adapterConfig(*lora)
+                   : nlohmann::json{{"peft_type", "LORA"},
+                                    {"base_model_name_or_path", nullptr},
+                                    {"target_modules",
+                                     std::vector<std::string>(modules.begin(), modules.end())},
+                                    {"inference_mode", true},
+                                    {"r", nullptr},
+                                    {"lora_alpha", nullptr}})
+                 .dump(2) +
+             "\n";
+
   // Written beside the target and renamed into place, so a reader never sees half a file. The
   // writer creates the temporary name exclusively and never through a link; when it cannot,
-  // whatever holds that name is not ours and stays (the error names it).
+  // whatever holds that name is not ours and stays (the error names it). A failure removes only
+  // what this export made: its temporary file, an adapter file it renamed into place, the
+  // directories it created (rmdir, so only while empty).
+  const std::vector<std::string> createdDirs =
+      o.trainableOnly ? makeAdapterDirectory(o.out) : std::vector<std::string>();
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   std::uint64_t bytes = 0;
-  checkpoint::SafetensorsWriter w(tmp, tensors, metadata);
+  bool placed = false;
   try {
-    std::vector<char> buf;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      buf.resize(tensors[i].numel() * dtypeSize(o.dtype));
-      fill[i](buf.data());
-      w.write(buf.data(), buf.size());
-      bytes += buf.size();
+    checkpoint::SafetensorsWriter w(tmp, tensors, metadata);
+    try {
+      std::vector<char> buf;
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        buf.resize(tensors[i].numel() * dtypeSize(o.dtype));
+        fill[i](buf.data());
+        w.write(buf.data(), buf.size());
+        bytes += buf.size();
+      }
+      w.finish();
+      checkpoint::renameNoReplace(tmp, out);
+      placed = true;
+    } catch (...) {
+      std::remove(tmp.c_str());  // ours: the writer created it exclusively
+      throw;
     }
-    w.finish();
-    checkpoint::renameNoReplace(tmp, out);
+    if (o.trainableOnly) writeNew(configPath, config);
     checkpoint::syncDirectory(parent.string());
+    if (!createdDirs.empty())
+      checkpoint::syncDirectory(std::filesystem::path(createdDirs.front()).parent_path().string());
   } catch (...) {
-    std::remove(tmp.c_str());
+    if (placed && o.trainableOnly) std::remove(out.c_str());
+    for (auto it = createdDirs.rbegin(); it != createdDirs.rend(); ++it) ::rmdir(it->c_str());
     throw;
-  }
-  if (o.trainableOnly) {
-    // The LoRA adapter layout (PEFT). Without the training program's LoRA metadata ZRT knows
-    // which modules train but not the adapter's rank or alpha: those keys are left null to fill.
-    nlohmann::json config =
-        lora ? adapterConfig(*lora, m, r.dir(), tensors.size())
-             : nlohmann::json{{"peft_type", "LORA"},
-                              {"base_model_name_or_path", nullptr},
-                              {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
-                              {"inference_mode", true},
-                              {"r", nullptr},
-                              {"lora_alpha", nullptr},
-                              {"zrt", {{"checkpoint", r.dir()}, {"tag", m.tag}, {"tensors", tensors.size()}}}};
-    writeNew((parent / "adapter_config.json").string(), config.dump(2) + "\n");
   }
   std::cout << "exported " << tensors.size() << " tensors (" << bytes << " bytes of " << nameOf(o.dtype) << ") from "
             << r.dir() << " to " << out;

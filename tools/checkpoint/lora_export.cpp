@@ -1,5 +1,6 @@
 #include "lora_export.h"
 
+#include <cmath>
 #include <map>
 
 #include "core/error.h"
@@ -35,23 +36,25 @@ std::optional<LoraInfo> loraInfoOf(const checkpoint::Manifest& m, const std::str
   return l;
 }
 
-json adapterConfig(const LoraInfo& l, const checkpoint::Manifest& m, const std::string& dir, std::size_t tensors) {
-  json c = {{"peft_type", "LORA"},
-            {"task_type", "CAUSAL_LM"},
-            {"base_model_name_or_path", l.raw.value("base_model_name_or_path", json(nullptr))},
-            {"r", l.r},
-            {"lora_alpha", l.alpha},
-            {"lora_dropout", l.raw.value("lora_dropout", 0.0)},
-            {"target_modules", l.targetModules},
-            {"fan_in_fan_out", l.fanInFanOut},
-            {"bias", l.raw.value("bias", std::string("none"))},
-            {"init_lora_weights", true},
-            {"modules_to_save", nullptr},
-            {"inference_mode", true}};
-  json zrt = {{"checkpoint", dir}, {"tag", m.tag}, {"tensors", tensors}};
-  if (m.metadata.contains("model")) zrt["base_model"] = m.metadata.at("model");
-  c["zrt"] = zrt;
-  return c;
+json adapterConfig(const LoraInfo& l) {
+  // lora_alpha is an int in PEFT's LoraConfig; a whole alpha is written as one (8, not 8.0).
+  const bool whole = std::trunc(l.alpha) == l.alpha && l.alpha < 1e15;
+  const json alpha = whole ? json(static_cast<std::int64_t>(l.alpha)) : json(l.alpha);
+  return {{"peft_type", "LORA"},
+          {"task_type", "CAUSAL_LM"},
+          {"base_model_name_or_path", l.raw.value("base_model_name_or_path", json(nullptr))},
+          {"revision", nullptr},
+          {"r", l.r},
+          {"lora_alpha", alpha},
+          {"lora_dropout", l.raw.value("lora_dropout", 0.0)},
+          {"target_modules", l.targetModules},
+          {"fan_in_fan_out", l.fanInFanOut},
+          {"bias", l.raw.value("bias", std::string("none"))},
+          {"init_lora_weights", true},
+          {"modules_to_save", nullptr},
+          {"layers_to_transform", nullptr},
+          {"layers_pattern", nullptr},
+          {"inference_mode", true}};
 }
 
 bool isAdapterName(const std::string& name) {

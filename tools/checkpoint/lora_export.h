@@ -35,11 +35,11 @@ struct LoraInfo {
 // checkpoint and the key when the entry is malformed (r < 1, alpha not positive, a wrong type).
 std::optional<LoraInfo> loraInfoOf(const checkpoint::Manifest& m, const std::string& checkpointDir);
 
-// PEFT's adapter_config.json for it: peft_type, task_type, r, lora_alpha, target_modules,
-// fan_in_fan_out, base_model_name_or_path... and a "zrt" entry with where it came from and the
-// base model's description (metadata.model) when the checkpoint has one.
-nlohmann::json adapterConfig(const LoraInfo& lora, const checkpoint::Manifest& m, const std::string& checkpointDir,
-                             std::size_t tensors);
+// PEFT's adapter_config.json for it, with LoraConfig's keys only (PEFT 0.10's loader refuses
+// a key it does not know): peft_type, task_type, r, lora_alpha, target_modules, fan_in_fan_out,
+// bias, lora_dropout, base_model_name_or_path, inference_mode, modules_to_save... Where it came
+// from goes in the adapter file's safetensors metadata instead.
+nlohmann::json adapterConfig(const LoraInfo& lora);
 
 // Whether `name` is an adapter tensor (".lora_A." or ".lora_B." in it).
 bool isAdapterName(const std::string& name);

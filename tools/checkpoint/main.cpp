@@ -1,10 +1,11 @@
 // zrt-ckpt: the checkpoint tool (docs/checkpoint.md).
 //   zrt-ckpt inspect DIR [--tag T | --all]   the manifest summary, sizes per state
 //   zrt-ckpt verify  DIR [--tag T | --all]   re-checks every file's checksum, names each bad one
-//   zrt-ckpt export  DIR [--tag T] --out FILE [--dtype fp32|fp16|bf16] [--trainable-only | --merge]
-//                                            the whole model as one safetensors file; only the
-//                                            trainable tensors (a LoRA adapter, PEFT's layout);
-//                                            or the base with LoRA adapters folded in
+//   zrt-ckpt export  DIR [--tag T] --out FILE [--dtype fp32|fp16|bf16] [--merge]
+//   zrt-ckpt export  DIR [--tag T] --out ADAPTER_DIR --trainable-only [--dtype ...]
+//                                            the whole model as one safetensors file; the base
+//                                            with LoRA adapters folded in; or only the trainable
+//                                            tensors (a LoRA adapter, PEFT's directory layout)
 // DIR is one checkpoint (<dir>/<tag>) or a directory of them (then --tag, default its latest).
 // Exit 0; 1 when a checkpoint fails verification or on an I/O error; 2 on bad input.
 #include <iostream>
@@ -32,12 +33,14 @@ int main(int argc, char** argv) {
   where(verify, true);
   CLI::App* exp = app.add_subcommand("export", "consolidate the model into one safetensors file");
   where(exp, false);
-  exp->add_option("--out", ex.out, "the safetensors file to write (with --trainable-only, a directory works too)")
+  exp->add_option("--out", ex.out,
+                  "the safetensors file to write; with --trainable-only, the adapter directory "
+                  "(created if absent)")
       ->required();
   exp->add_option("--dtype", dtype, "dtype of the exported tensors")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  auto* trainable = exp->add_flag(
-      "--trainable-only", ex.trainableOnly,
-      "only the trainable parameters, with adapter_config.json beside the file (the LoRA adapter layout)");
+  auto* trainable = exp->add_flag("--trainable-only", ex.trainableOnly,
+                                  "only the trainable parameters: PEFT's adapter directory "
+                                  "(adapter_model.safetensors, adapter_config.json)");
   exp->add_flag("--merge", ex.merge,
                 "the base model with its LoRA adapters folded in (W + alpha/r (B A), in the base's layout), adapters "
                 "omitted")

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Runs zrt-ckpt as a user would on checkpoints a 2-rank run saved, and reads what it exports
-with an independent safetensors reader (json and struct only): an 8-byte little-endian header
-length, the JSON header, raw little-endian data.
+with two independent safetensors readers: one here (json and struct only: an 8-byte
+little-endian header length, the JSON header, raw little-endian data), and the safetensors
+package's own (safetensors.torch.load_file and safe_open, under the interpreter of
+scripts/install-deps.sh's venv), which must agree on every name, dtype, shape, bit and metadata
+entry. Without the package the test fails, naming what to install.
 
 usage: check_zrt_ckpt.py --tool ZRT_CKPT -- MPIRUN ... FIXTURE
 
@@ -11,8 +14,11 @@ For a bf16 run at stage 3 and an fp32 run at stage 2 it checks:
   export fp32 of the bf16 run gives the fp32 master weights, each of which rounds (to nearest
     even, done here) to the bf16 value the engine holds; frozen tensors are exact;
   export fp16 equals the fp32 export rounded by struct's IEEE half packing;
-  --trainable-only writes adapter_model.safetensors with only the trainable tensors and an
-    adapter_config.json beside it;
+  --trainable-only writes PEFT's adapter directory: adapter_model.safetensors with only the
+    trainable tensors and adapter_config.json in it, into an existing directory or one it
+    creates with its missing parents (as PEFT's save_pretrained); an existing adapter file or
+    config, a file or a link at --out, and an --out ending in .safetensors are refused (exit 2)
+    and leave everything as it was; a full disk at any write fails it (exit 1) leaving nothing;
   a flipped byte in a copy makes verify exit 1 naming that file, and export refuse;
   a FIFO as latest, manifest.json or engine_state.json makes verify exit 1 at once naming it;
   a link planted at export's temporary name makes export fail naming it, leaving the link and
@@ -54,7 +60,60 @@ def run_bounded(cmd, expect, limit=20):
     return p.stdout
 
 
+def load_safetensors_package():
+    """The safetensors package's torch loaders; None (after a failure naming what to install)
+    where this interpreter lacks it."""
+    try:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+        import torch
+    except ImportError as e:
+        check(False, f"{sys.executable} cannot import the safetensors package or torch ({e}): run "
+                     "scripts/install-deps.sh, or configure with -DZRT_TEST_PYTHON=<a python that has them>")
+        return None
+    return safe_open, load_file, torch
+
+
+def read_with_package(path):
+    """read_safetensors()'s result, read by the safetensors package: {name: (dtype, shape, bit
+    patterns)} and the metadata."""
+    safe_open, load_file, torch = SAFETENSORS
+    names = {torch.float32: ("F32", torch.int32, 0xFFFFFFFF), torch.float16: ("F16", torch.int16, 0xFFFF),
+             torch.bfloat16: ("BF16", torch.int16, 0xFFFF)}
+    tensors = {}
+    for name, t in load_file(path).items():
+        dtype, same_size_int, mask = names[t.dtype]
+        tensors[name] = (dtype, list(t.shape), [v & mask for v in t.view(same_size_int).flatten().tolist()])
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata() or {}
+        check(set(f.keys()) == set(tensors), f"{path}: safe_open and load_file list the same tensors")
+    return tensors, meta
+
+
 def read_safetensors(path):
+    """Reads `path` here (json and struct) and, where the safetensors package is loaded, checks
+    that the package reads the same names, dtypes, shapes, bits and metadata."""
+    tensors, meta = read_safetensors_here(path)
+    if SAFETENSORS is not None:
+        theirs, their_meta = read_with_package(path)
+        check(theirs == tensors, f"{path}: the safetensors package reads other tensors than json and struct do")
+        check(their_meta == meta, f"{path}: the safetensors package reads metadata {their_meta}, not {meta}")
+        READ_BY_PACKAGE.append(path)
+    return tensors, meta
+
+
+# Set by use_safetensors_package(): the package's loaders, and the files it has read.
+SAFETENSORS = None
+READ_BY_PACKAGE = []
+
+
+def use_safetensors_package():
+    global SAFETENSORS
+    SAFETENSORS = load_safetensors_package()
+    return SAFETENSORS is not None
+
+
+def read_safetensors_here(path):
     with open(path, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
@@ -87,6 +146,72 @@ def f32_bits_to_f16_bits(u):
     (x,) = struct.unpack("<f", struct.pack("<I", u))
     (h,) = struct.unpack("<H", struct.pack("<e", x))
     return h
+
+
+def adapter_checks(tool, root, expected, t32):
+    """--trainable-only: PEFT's adapter directory, into an existing directory and into one it
+    creates; and what it refuses, leaving everything as it was."""
+    trainable = {n for n, e in expected.items() if e["trainable"]}
+    existing = os.path.join(root, "adapter")
+    os.mkdir(existing)
+    created = os.path.join(root, "new", "adapter")  # neither exists yet
+    for adapter in (existing, created):
+        run([tool, "export", root, "--out", adapter, "--trainable-only"])
+        check(os.path.isdir(adapter), f"{adapter} is a directory")
+        check(sorted(os.listdir(adapter)) == ["adapter_config.json", "adapter_model.safetensors"],
+              f"{adapter} holds the adapter file and its config: {sorted(os.listdir(adapter))}")
+        check(not os.path.exists(adapter + ".json") and not os.path.exists(os.path.join(root, "new", "adapter_config.json")),
+              "nothing is written beside the adapter directory")
+        ta, _ = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
+        check(set(ta) == trainable, f"adapter names {sorted(ta)}")
+        for name in ta:
+            check(ta[name][2] == t32[name][2], f"{name}: adapter values")
+        with open(os.path.join(adapter, "adapter_config.json")) as f:
+            cfg = json.load(f)
+        check(cfg["peft_type"] == "LORA" and cfg["target_modules"] == ["layer0", "layer1", "layer2"], f"adapter_config {cfg}")
+
+    # Refusals (exit 2, naming the path), each leaving the directory as it was.
+    before = sorted(os.listdir(root))
+    out = run([tool, "export", root, "--out", created, "--trainable-only"], expect=2)
+    check("adapter_model.safetensors exists; not overwritten" in out, "a second export into the directory says why:\n" + out)
+    os.remove(os.path.join(created, "adapter_model.safetensors"))
+    out = run([tool, "export", root, "--out", created, "--trainable-only"], expect=2)
+    check("adapter_config.json exists; not overwritten" in out, "an existing adapter_config.json is refused:\n" + out)
+    check(os.listdir(created) == ["adapter_config.json"], f"and nothing is written: {os.listdir(created)}")
+    a_file = os.path.join(root, "a-file")
+    with open(a_file, "w") as f:
+        f.write("mine\n")
+    out = run([tool, "export", root, "--out", a_file, "--trainable-only"], expect=2)
+    check(a_file + " exists and is not a directory" in out, "a file at --out is refused:\n" + out)
+    link = os.path.join(root, "a-link")
+    os.symlink(existing, link)
+    out = run([tool, "export", root, "--out", link, "--trainable-only"], expect=2)
+    check(link + " exists and is not a directory (or is a link)" in out, "a link at --out is refused:\n" + out)
+    named_file = os.path.join(root, "new2", "adapter.safetensors")
+    out = run([tool, "export", root, "--out", named_file, "--trainable-only"], expect=2)
+    check("names a file" in out and "give the directory" in out, "an --out ending in .safetensors is refused:\n" + out)
+    with open(a_file) as f:
+        check(f.read() == "mine\n", "the file at --out is untouched")
+    check(os.path.islink(link) and sorted(os.listdir(existing)) == ["adapter_config.json", "adapter_model.safetensors"],
+          "the link and its target are untouched")
+    check(sorted(os.listdir(root)) == sorted(before + ["a-file", "a-link"]), f"nothing else is created: {sorted(os.listdir(root))}")
+    os.remove(a_file)
+    os.remove(link)
+
+    # A full disk at each write in turn (ZRT_CHECKPOINT_FAULT=enospc:K, the K-th write fails):
+    # exit 1, and what the export made (its files, the directories it created) is gone.
+    full = os.path.join(root, "full", "adapter")
+    for k in range(1, 100):
+        p = subprocess.run([tool, "export", root, "--out", full, "--trainable-only"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60,
+                           env=dict(os.environ, ZRT_CHECKPOINT_FAULT=f"enospc:{k}"))
+        if p.returncode == 0:
+            break
+        check(p.returncode == 1 and "No space left on device" in p.stdout,
+              f"a full disk at write {k} fails the export, exit 1, naming it:\n{p.stdout}")
+        check(not os.path.exists(os.path.join(root, "full")), f"a full disk at write {k} leaves nothing behind")
+    check(k > 2 and sorted(os.listdir(full)) == ["adapter_config.json", "adapter_model.safetensors"],
+          f"with every write failed in turn ({k - 1}), the export then succeeds")
 
 
 def scenario(tool, launcher, dtype, stage):
@@ -136,16 +261,7 @@ def scenario(tool, launcher, dtype, stage):
             check(t16[name][0] == "F16", f"{name} fp16 dtype")
             check(t16[name][2] == [f32_bits_to_f16_bits(u) for u in t32[name][2]], f"{name}: fp16 export is not the rounded fp32")
 
-        adapter = os.path.join(root, "adapter")
-        os.mkdir(adapter)
-        run([tool, "export", root, "--out", adapter, "--trainable-only"])
-        ta, _ = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
-        check(set(ta) == {n for n, e in expected.items() if e["trainable"]}, f"adapter names {sorted(ta)}")
-        for name in ta:
-            check(ta[name][2] == t32[name][2], f"{name}: adapter values")
-        with open(os.path.join(adapter, "adapter_config.json")) as f:
-            cfg = json.load(f)
-        check(cfg["peft_type"] == "LORA" and cfg["target_modules"] == ["layer0", "layer1", "layer2"], f"adapter_config {cfg}")
+        adapter_checks(tool, root, expected, t32)
         run([tool, "export", root, "--out", f32], expect=2)  # never overwrites
 
         # A damaged copy: verify names the file and fails; export refuses.
@@ -207,8 +323,11 @@ def main():
     ap.add_argument("--tool", required=True)
     args = ap.parse_args(argv[:split])
     launcher = argv[split + 1:]
+    if not use_safetensors_package():
+        return 1
     scenario(args.tool, launcher, "bf16", 3)
     scenario(args.tool, launcher, "fp32", 2)
+    print(f"the safetensors package read {len(READ_BY_PACKAGE)} exported files the same as json and struct")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

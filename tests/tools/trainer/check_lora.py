@@ -17,18 +17,27 @@ weights before it on that one batch, and checks:
   - the ledger rank 0 prints holds gradients and optimizer state for the adapters alone;
   - the base is frozen: every base tensor exported from the fine-tuned checkpoint is
     byte-identical to the pre-trained checkpoint's export;
-  - export --trainable-only writes the adapters under PEFT's names and shapes with the values the
-    checkpoint holds, and adapter_config.json carries r, lora_alpha, target_modules,
-    fan_in_fan_out and the base model (read with json and struct only);
+  - export --trainable-only creates PEFT's adapter directory (and its missing parents) and
+    writes the adapters under PEFT's names and shapes with the values the checkpoint holds;
+    adapter_config.json carries r, lora_alpha, target_modules, fan_in_fan_out... and only keys
+    PEFT's LoraConfig has; the file's metadata describes the base model;
+  - PEFT loads it: PeftModel.from_pretrained onto a transformers GPT2LMHeadModel built from that
+    description (nothing downloaded) and holding the checkpoint's base weights gives LoRA
+    tensors equal to the checkpoint's, scaling alpha/r, and the merged export's logits;
   - export --merge writes every base tensor under its Hugging Face name, the adapted ones equal to
     W + alpha/r (B A)^T computed here in float64 (W stored [in, out]) within one fp32 ulp;
   - the merged file, loaded by a run without LoRA, gives the adapted model's loss (the fine-tune's
     step 30 loss, its weights after step 29) within fp32 rounding;
   - a checkpoint's adapters with another alpha, a LoRA checkpoint without --lora-rank, and a rank
     above the width exit 2 naming the difference or the flag.
+Every safetensors file is read both with json and struct and with the safetensors package
+(check_zrt_ckpt.read_safetensors), which must agree. It runs under the Python of
+scripts/install-deps.sh's venv (ZRT_TEST_PYTHON), which has safetensors, peft and transformers;
+without them it fails, naming what to install.
 Exit 0 pass, 1 fail.
 """
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -41,8 +50,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "checkpoint"))
+import check_zrt_ckpt  # noqa: E402
 from check_trainer import TINY, run, train  # noqa: E402
 from check_zrt_ckpt import read_safetensors  # noqa: E402
+
+# PEFT and transformers never reach the network here: the base model is built from a config.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 RANK, ALPHA = 4, 8.0
 LORA = ["--lora-rank", str(RANK), "--lora-alpha", "8", "--lora-targets", "qkv,proj,fc,mlp_proj"]
@@ -97,6 +111,58 @@ def zrt_ckpt(tool, args, expect=0):
     return p.stdout + p.stderr
 
 
+def peft_checks(adapter, whole_file, merged_file, hf, whole, text):
+    """PeftModel.from_pretrained(GPT2LMHeadModel, adapter) as a PEFT user loads ZRT's adapter:
+    onto a GPT-2 built from the adapter file's description of its base and holding the base
+    weights of `whole_file` (ZRT's export, <module>.<param> names mapped to Hugging Face's by
+    `hf`). Its LoRA tensors must be the checkpoint's (`whole`, bit patterns), and its logits
+    those of the merged export (`merged_file`) loaded into a plain GPT2LMHeadModel."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(os.path.join(adapter, "adapter_model.safetensors"), framework="pt") as f:
+        described = json.loads(f.metadata()["zrt_model"])
+    fields = transformers.GPT2Config().to_dict()
+    config = transformers.GPT2Config(**{k: v for k, v in described.items() if k in fields})
+
+    def gpt2(weights):
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(config).eval()
+        result = model.load_state_dict(weights, strict=False)
+        check(not result.unexpected_keys and set(result.missing_keys) <= {"lm_head.weight"},
+              f"a GPT2LMHeadModel takes the weights (unexpected {result.unexpected_keys}, missing "
+              f"{result.missing_keys}; lm_head is tied to wte)")
+        return model
+
+    base_weights = {"transformer." + hf[n]: t for n, t in load_file(whole_file).items() if n in hf}
+    model = peft_lib.PeftModel.from_pretrained(gpt2(base_weights), adapter).eval()
+    loaded = {n: p for n, p in model.named_parameters() if ".lora_" in n}
+    check(len(loaded) == 2 * 4 * LAYERS, f"PEFT made {len(loaded)} LoRA tensors, want {2 * 4 * LAYERS}")
+    same = 0
+    for name, p in loaded.items():
+        # PEFT's "<prefix>.<layer>.lora_A.default.weight" is ZRT's "h.<i>.<layer>.lora_A.weight".
+        stem = name[len("base_model.model.transformer."):].replace(".default.", ".")
+        ours = stem.split(".", 2)[0] + "." + stem.split(".", 2)[1] + "." + stem
+        bits = [v & 0xFFFFFFFF for v in p.detach().view(torch.int32).flatten().tolist()]
+        same += ours in whole and whole[ours][1] == list(p.shape) and whole[ours][2] == bits
+    check(same == len(loaded), f"PEFT loaded every LoRA tensor with the checkpoint's shape and values ({same} of {len(loaded)})")
+    layer = model.base_model.model.transformer.h[0].attn.c_attn
+    check(layer.scaling.get("default") == ALPHA / RANK and layer.fan_in_fan_out,
+          f"PEFT's scaling is alpha/r = {ALPHA / RANK} with fan_in_fan_out: {layer.scaling}, {layer.fan_in_fan_out}")
+
+    merged = gpt2({"transformer." + n: t for n, t in load_file(merged_file).items()})
+    base = gpt2(base_weights)
+    ids = torch.tensor([list(text[:32])])
+    with torch.no_grad():
+        got, want, plain = model(ids).logits, merged(ids).logits, base(ids).logits
+    err, effect = (got - want).abs().max().item(), (want - plain).abs().max().item()
+    # fp32 logits of the same weights grouped differently (the merge rounded once): ~1e-6 here; a
+    # wrong name (the adapter left at zero), transpose or scaling differs by the whole effect.
+    check(err <= 1e-4 and effect > 100 * err,
+          f"PEFT's adapted GPT-2 gives the merged export's logits within 1e-4: {err:.1e} (the adapters move them "
+          f"by {effect:.2f})")
+
+
 def main():
     argv = sys.argv[1:]
     split = argv.index("--")
@@ -106,6 +172,17 @@ def main():
     a = ap.parse_args(argv[:split])
     command = argv[split + 1:]
     mpiexec, trainer, tool = command[:-1], command[-1], a.ckpt_tool
+    global torch, transformers, peft_lib
+    try:
+        import peft as peft_lib
+        import torch
+        import transformers
+    except ImportError as e:
+        print(f"FAIL {sys.executable} cannot import peft, transformers or torch ({e}): run scripts/install-deps.sh, "
+              "or configure with -DZRT_TEST_PYTHON=<a python that has them>")
+        return 1
+    if not check_zrt_ckpt.use_safetensors_package():
+        return 1
 
     with tempfile.TemporaryDirectory() as work:
         stage0, stage2, stage3 = (constant_lr_config(a.configs, s, work) for s in (0, 2, 3))
@@ -181,10 +258,10 @@ def main():
         check(len(lora_names) == 2 * 4 * LAYERS, f"{len(lora_names)} adapter tensors, want {2 * 4 * LAYERS}")
         check(all(tuned[n] == base[n] for n in base), "every base tensor is unchanged, bit for bit, after fine-tuning")
 
-        # The adapter in PEFT's layout.
-        adapter = os.path.join(work, "adapter")
-        os.mkdir(adapter)
+        # The adapter in PEFT's layout, in a directory the export creates (as save_pretrained).
+        adapter = os.path.join(work, "adapters", "step30")
         zrt_ckpt(tool, ["export", ft3, "--out", adapter, "--trainable-only"])
+        check(os.path.isdir(adapter), f"export --trainable-only creates the adapter directory {adapter}")
         peft, meta = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
         want_names = set()
         for i in range(LAYERS):
@@ -202,12 +279,16 @@ def main():
             cfg = json.load(f)
         for key, want in (("peft_type", "LORA"), ("task_type", "CAUSAL_LM"), ("r", RANK), ("lora_alpha", ALPHA),
                           ("target_modules", PEFT_NAMES), ("fan_in_fan_out", True), ("bias", "none"),
-                          ("lora_dropout", 0.0), ("base_model_name_or_path", base_ckpt)):
+                          ("lora_dropout", 0.0), ("base_model_name_or_path", base_ckpt), ("inference_mode", True),
+                          ("modules_to_save", None)):
             check(cfg.get(key) == want, f"adapter_config.json {key} = {want!r} (got {cfg.get(key)!r})")
-        described = cfg.get("zrt", {}).get("base_model", {})
+        check(type(cfg.get("lora_alpha")) is int, f"lora_alpha is an int, as LoraConfig's: {cfg.get('lora_alpha')!r}")
+        lora_keys = {f.name for f in dataclasses.fields(peft_lib.LoraConfig)}
+        check(set(cfg) <= lora_keys, f"adapter_config.json has only LoraConfig's keys (others: {set(cfg) - lora_keys})")
+        described = json.loads(meta.get("zrt_model", "{}"))
         check(described.get("model_type") == "gpt2" and described.get("n_layer") == LAYERS
               and described.get("n_embd") == C and described.get("vocab_size") == 256,
-              f"adapter_config.json describes the base model: {described}")
+              f"the adapter file's metadata describes the base model: {described}")
 
         # Merged: W + alpha/r (B A)^T, W stored [in, out] (Conv1D); from the checkpoint after step 29.
         merged = os.path.join(work, "merged.safetensors")
@@ -246,6 +327,11 @@ def main():
         check(adapted == 4 * LAYERS, f"{adapted} weights have adapters folded in, want {4 * LAYERS}")
         check(worst_ulps <= 1, f"merged weights equal W + alpha/r (B A)^T in float64 within 1 ulp (worst {worst_ulps})")
 
+        # PEFT itself: the step-29 adapter onto the step-29 base, against the merged export.
+        adapter29 = os.path.join(work, "adapters", "step29")
+        zrt_ckpt(tool, ["export", ft3, "--tag", "step29", "--out", adapter29, "--trainable-only"])
+        peft_checks(adapter29, at29, merged, hf, whole29, head)
+
         # The merged model's outputs: its loss on the batch equals the adapted model's.
         merged_run, _ = train(mpiexec, 2, trainer, stage3, 1, fine + ["--init-from", merged], work, name="merged.jsonl")
         want, have = tuned_rows[29]["loss"], merged_run[0]["loss"]
@@ -271,6 +357,7 @@ def main():
         out = zrt_ckpt(tool, ["export", pre, "--out", os.path.join(work, "x.safetensors"), "--merge"], expect=2)
         check("has no LoRA adapters to merge" in out, "export --merge of a checkpoint without adapters says so")
 
+    failures.extend(check_zrt_ckpt.failures)  # the two readers' disagreements, if any
     print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
     return 1 if failures else 0
 
