@@ -18,7 +18,8 @@
 #   recommends.
 # MODE kill: rank 1's process on host B is SIGKILLed; mpirun (its daemon on B sees the exit) ends
 #   the job. Rank 0 watches rank 1 through a TCP connection (comm/mpi/peer_sockets.h), which B's
-#   kernel closes at the kill: rank 0 must exit within 5 s naming rank 1, its pid and host B.
+#   kernel closes at the kill: rank 0 must exit within 5 s naming rank 1, its pid and host B (and
+#   mpirun within 10 s: it then ends host B's daemon).
 # MODE kill_recovery: the same with mpirun told to keep the job (orte_enable_recovery, as a
 #   launcher that does not end it would): rank 0's watchdog sees the exit itself and ends the job,
 #   within 5 s of the kill, with the same names.
@@ -237,7 +238,7 @@ for side in "$nsa:$hosta" "$nsb:$hostb"; do
     n=$((n + 1))
     name=$(nsenter --target "$p" --uts hostname) || fail "cannot read the host name of pid $p"
     [ "$name" = "${side#*:}" ] || fail "zrt-train (pid $p) in $ns runs as host '$name', not ${side#*:}"
-    if [ "$ns" = "$nsb" ]; then victim=$p; fi
+    if [ "$ns" = "$nsb" ]; then victim=$p; else survivor=$p; fi
   done
   [ "$n" = 1 ] || fail "expected one zrt-train process in namespace $ns, found $n"
 done
@@ -255,17 +256,30 @@ else
 fi
 cut=$(date +%s%N)
 echo "ok: $before steps logged, one rank on each host, $rx bytes into host B and $tx out; $event"
+# Rank 0's own exit, timed apart from mpirun's (which then tears down host B's daemon).
+survivor_took=
+for _ in $(seq 1 600); do
+  if ! kill -0 "$survivor" 2>/dev/null || grep -q '^State:.*Z' "/proc/$survivor/status" 2>/dev/null; then
+    survivor_took=$((($(date +%s%N) - cut) / 1000000))
+    break
+  fi
+  sleep 0.05
+done
 wait_job 600 || fail "the job was still running 60 s after $event"
 took=$((($(date +%s%N) - cut) / 1000000))
 echo "---- job output (step lines left out)"
 steps_left_out "$log"
-echo "---- checks (mpirun exited with status $status, ${took} ms after $event)"
+echo "---- checks (rank 0 exited ${survivor_took:-?} ms and mpirun with status $status ${took} ms after $event)"
 # With orte_enable_recovery, Open MPI 4.1 exits 0 even after MPI_Abort: only the messages tell.
 if [ "$mode" != kill_recovery ] && [ "$status" = 0 ]; then fail "mpirun exited with status 0 after losing host B"; fi
 op='[a-zA-Z]+ #[0-9]+ \([^()]*, path mpi\) \([0-9]+ bytes\)'
 if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
-  # Detection, not a timeout: B's kernel closes rank 1's connection to rank 0 at the kill.
-  [ "$took" -le 5000 ] || fail "the job ended ${took} ms after $event: over the 5000 ms allowed"
+  # Detection, not a timeout: B's kernel closes rank 1's connection to rank 0 at the kill. Rank 0
+  # goes in about a second (the watchdog's grace, or mpirun's SIGTERM); mpirun then takes about
+  # two more to end host B's daemon, its own teardown, hence the looser bound on the whole job.
+  [ -n "$survivor_took" ] && [ "$survivor_took" -le 5000 ] ||
+    fail "rank 0 (pid $survivor) exited ${survivor_took:-over 30000} ms after $event: over the 5000 ms allowed"
+  [ "$took" -le 10000 ] || fail "mpirun exited ${took} ms after $event: over the 10000 ms allowed"
   # e.g. [zrt rank 0] error: peer lost: rank 1 (pid 4242 on host zrt-4241-b) exited while this
   #      rank waited 1.0 s in allReduce #93 (8 B fp32, path mpi) (8 bytes); ended by SIGTERM
   lost="^\[zrt rank 0\] error: peer lost: rank 1 \(pid $victim on host $hostb\) exited"
@@ -279,7 +293,7 @@ if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
   fi
   n=$(grep -c "peer lost" "$log" || true)
   [ "$n" = 1 ] || fail "expected rank 0 to report the lost peer once, found $n reports"
-  echo "ok: rank 0 named rank 1 (pid $victim) on $hostb as lost and the job ended ${took} ms after the kill"
+  echo "ok: rank 0 named rank 1 (pid $victim) on $hostb as lost and exited ${survivor_took} ms after the kill"
 elif [ "$mode" = watchdog ]; then
   # e.g. [zrt rank 0] error: collective timeout: allGather #510 (8 B fp32, path mpi) (8 bytes) has
   #      not completed after 6.0 s on rank 0 (timeout 3.0 s); ranks that had not arrived: 1
