@@ -291,8 +291,6 @@ if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
     grep -Eq "$lost while this rank waited [0-9.]+ s in $op; ending the job$" "$log" ||
       fail "rank 0's watchdog did not report rank 1 (pid $victim on $hostb) lost in the operation it waited in"
   fi
-  n=$(grep -c "peer lost" "$log" || true)
-  [ "$n" = 1 ] || fail "expected rank 0 to report the lost peer once, found $n reports"
   echo "ok: rank 0 named rank 1 (pid $victim) on $hostb as lost and exited ${survivor_took} ms after the kill"
 elif [ "$mode" = watchdog ]; then
   # e.g. [zrt rank 0] error: collective timeout: allGather #510 (8 B fp32, path mpi) (8 bytes) has
