@@ -16,8 +16,9 @@ namespace zrt::comm {
 namespace {
 
 constexpr int kSlots = 32;
-constexpr int kMaxPeers = 256;  // peers watched per communicator (ranks on this host)
+constexpr int kMaxPeers = 256;  // peers watched per communicator; more are counted as not watched
 constexpr std::size_t kDescription = 192;
+constexpr std::size_t kHost = 64;  // as PeerLiveness shares host names
 
 enum SlotState : int { kFree = 0, kWriting = 1, kActive = 2 };
 
@@ -30,8 +31,11 @@ struct Slot {
   std::atomic<unsigned> generation{0};
   std::atomic<int> worldRank{-1};
   std::atomic<int> peers{0};
+  std::atomic<int> otherHosts{0};  // of the watched peers
   std::atomic<int> unwatched{0};
-  std::array<std::atomic<int>, kMaxPeers> pidfd{};
+  std::array<std::atomic<int>, kMaxPeers> fd{};
+  std::array<std::atomic<unsigned char>, kMaxPeers> kind{};            // PeerWatch
+  std::array<std::array<std::atomic<char>, kHost>, kMaxPeers> host{};  // empty: this host
   std::array<std::atomic<int>, kMaxPeers> rank{};
   std::array<std::atomic<long>, kMaxPeers> pid{};
   std::atomic<bool> reported{false};
@@ -96,15 +100,32 @@ bool reportSlot(Slot& slot, int sig, int pass, bool& named) noexcept {
   }
   int lostRanks[kMaxPeers];
   long lostPids[kMaxPeers];
+  // Host names are copied only for the lost peers, which are few: the stack stays small.
+  constexpr int kHostsNamed = 8;
+  char lostHostText[kHostsNamed][kHost];
+  const char* lostHosts[kMaxPeers];
   int lost = 0;
   const int peers = slot.peers.load(std::memory_order_relaxed);
   for (int p = 0; p < peers && p < kMaxPeers; ++p) {
-    if (!pidfdExited(slot.pidfd[static_cast<std::size_t>(p)].load(std::memory_order_relaxed))) continue;
-    lostRanks[lost] = slot.rank[static_cast<std::size_t>(p)].load(std::memory_order_relaxed);
-    lostPids[lost] = slot.pid[static_cast<std::size_t>(p)].load(std::memory_order_relaxed);
+    const auto u = static_cast<std::size_t>(p);
+    const auto kind = static_cast<PeerWatch>(slot.kind[u].load(std::memory_order_relaxed));
+    if (!peerExited(slot.fd[u].load(std::memory_order_relaxed), kind)) continue;
+    lostRanks[lost] = slot.rank[u].load(std::memory_order_relaxed);
+    lostPids[lost] = slot.pid[u].load(std::memory_order_relaxed);
+    lostHosts[lost] = nullptr;
+    if (lost < kHostsNamed) {
+      std::size_t i = 0;
+      for (; i + 1 < kHost; ++i) {
+        lostHostText[lost][i] = slot.host[u][i].load(std::memory_order_relaxed);
+        if (lostHostText[lost][i] == '\0') break;
+      }
+      lostHostText[lost][i] = '\0';
+      lostHosts[lost] = lostHostText[lost];
+    }
     ++lost;
   }
   const int unwatched = slot.unwatched.load(std::memory_order_relaxed);
+  const int otherHosts = slot.otherHosts.load(std::memory_order_relaxed);
   const int worldRank = slot.worldRank.load(std::memory_order_relaxed);
   if (slot.state.load(std::memory_order_acquire) != kActive || slot.generation.load(std::memory_order_relaxed) != generation)
     return false;  // unregistered meanwhile
@@ -117,15 +138,18 @@ bool reportSlot(Slot& slot, int sig, int pass, bool& named) noexcept {
     t.add("also waiting ").addSeconds(waited).add(" s in ").add(description).add(" (").add(bytes);
     t.add(" bytes) on another communicator; ended by ").add(signalName(sig));
   } else if (lost > 0) {
-    describeLostPeers(t, lostRanks, lostPids, lost, running, description, bytes, waited, completed);
+    describeLostPeers(t, lostRanks, lostPids, lostHosts, lost, running, description, bytes, waited,
+                      completed);
     t.add("; ended by ").add(signalName(sig));
     named = true;
     gLossReported.store(true, std::memory_order_release);
   } else {
     t.add("ended by ").add(signalName(sig)).add(" while waiting ").addSeconds(waited).add(" s in ");
     t.add(description).add(" (").add(bytes).add(" bytes); no exited peer among the ");
-    t.add(static_cast<std::uint64_t>(peers)).add(" watched on this host");
-    if (unwatched > 0) t.add(" (").add(static_cast<std::uint64_t>(unwatched)).add(" on other hosts not watched)");
+    t.add(static_cast<std::uint64_t>(peers - otherHosts)).add(" watched on this host");
+    if (otherHosts > 0)
+      t.add(" and the ").add(static_cast<std::uint64_t>(otherHosts)).add(" on other hosts");
+    if (unwatched > 0) t.add(" (").add(static_cast<std::uint64_t>(unwatched)).add(" not watched)");
   }
   (void)seq;
   t.add("\n");
@@ -173,13 +197,20 @@ SignalSafeText& SignalSafeText::addSeconds(double s) noexcept {
   return add(tenths % 10);
 }
 
-void describeLostPeers(SignalSafeText& out, const int* ranks, const long* pids, int lost, bool running,
-                       const char* operation, std::uint64_t bytes, double waitedSeconds,
+void describeLostPeers(SignalSafeText& out, const int* ranks, const long* pids,
+                       const char* const* hosts, int lost, bool running, const char* operation,
+                       std::uint64_t bytes, double waitedSeconds,
                        std::uint64_t completed) noexcept {
   out.add(lost == 1 ? "peer lost: " : "peers lost: ");
   for (int i = 0; i < lost; ++i) {
     if (i > 0) out.add(", ");
-    out.add("rank ").add(static_cast<std::uint64_t>(ranks[i])).add(" (pid ").add(static_cast<std::uint64_t>(pids[i])).add(")");
+    out.add("rank ")
+        .add(static_cast<std::uint64_t>(ranks[i]))
+        .add(" (pid ")
+        .add(static_cast<std::uint64_t>(pids[i]));
+    if (hosts != nullptr && hosts[i] != nullptr && hosts[i][0] != '\0')
+      out.add(" on host ").add(hosts[i]);
+    out.add(")");
   }
   out.add(" exited");
   if (running) {
@@ -196,26 +227,31 @@ TerminationReportSlot::TerminationReportSlot(const PeerLiveness& peers, const st
     int expected = kFree;
     Slot& s = gSlots[static_cast<std::size_t>(i)];
     if (!s.state.compare_exchange_strong(expected, kWriting)) continue;
-    int n = 0, unwatched = 0;
-    int self = -1;
+    int n = 0, unwatched = 0, otherHosts = 0;
+    const int self = peers.rank();
     for (int r = 0; r < peers.size(); ++r) {
-      if (peers.pidfd(r) < 0) {
-        if (peers.pid(r) != ::getpid()) ++unwatched;
-        else self = r;
-        continue;
-      }
-      if (n == kMaxPeers) {
+      if (r == self) continue;
+      if (peers.watch(r) == PeerWatch::None || n == kMaxPeers) {
         ++unwatched;
         continue;
       }
-      s.pidfd[static_cast<std::size_t>(n)].store(peers.pidfd(r), std::memory_order_relaxed);
-      s.rank[static_cast<std::size_t>(n)].store(worldRanks[static_cast<std::size_t>(r)], std::memory_order_relaxed);
-      s.pid[static_cast<std::size_t>(n)].store(static_cast<long>(peers.pid(r)), std::memory_order_relaxed);
+      const auto u = static_cast<std::size_t>(n);
+      s.fd[u].store(peers.watchFd(r), std::memory_order_relaxed);
+      s.kind[u].store(static_cast<unsigned char>(peers.watch(r)), std::memory_order_relaxed);
+      s.rank[u].store(worldRanks[static_cast<std::size_t>(r)], std::memory_order_relaxed);
+      s.pid[u].store(static_cast<long>(peers.pid(r)), std::memory_order_relaxed);
+      const std::string& host = peers.otherHost(r) ? peers.host(r) : std::string();
+      std::size_t i = 0;
+      for (; i < host.size() && i + 1 < kHost; ++i)
+        s.host[u][i].store(host[i], std::memory_order_relaxed);
+      s.host[u][i].store('\0', std::memory_order_relaxed);
+      otherHosts += peers.otherHost(r) ? 1 : 0;
       ++n;
     }
     s.peers.store(n, std::memory_order_relaxed);
+    s.otherHosts.store(otherHosts, std::memory_order_relaxed);
     s.unwatched.store(unwatched, std::memory_order_relaxed);
-    s.worldRank.store(self >= 0 ? worldRanks[static_cast<std::size_t>(self)] : processRank(), std::memory_order_relaxed);
+    s.worldRank.store(worldRanks[static_cast<std::size_t>(self)], std::memory_order_relaxed);
     s.reported.store(false, std::memory_order_relaxed);
     s.running.store(false, std::memory_order_relaxed);
     s.description[0].store('\0', std::memory_order_relaxed);

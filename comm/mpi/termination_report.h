@@ -30,15 +30,17 @@ struct SignalSafeText {
 
 // One lost-peer sentence, shared by the watchdog's report and the signal-time report:
 // "peer lost: rank 1 (pid 4242) exited while this rank waited 2.1 s in <op> (<bytes> bytes)"
-// or, outside a collective, "...exited; this rank was not in a collective (<n> finished)".
-// `ranks` and `pids` hold `lost` entries.
-void describeLostPeers(SignalSafeText& out, const int* ranks, const long* pids, int lost, bool running,
-                       const char* operation, std::uint64_t bytes, double waitedSeconds,
-                       std::uint64_t completed) noexcept;
+// or, outside a collective, "...exited; this rank was not in a collective (<n> finished)". A peer
+// on another host is named with it: "rank 1 (pid 4242 on host b)". `ranks` and `pids` hold
+// `lost` entries; `hosts` too (null or empty for a peer on this host), or is null.
+void describeLostPeers(SignalSafeText& out, const int* ranks, const long* pids,
+                       const char* const* hosts, int lost, bool running, const char* operation,
+                       std::uint64_t bytes, double waitedSeconds, std::uint64_t completed) noexcept;
 
 class TerminationReportSlot {
  public:
-  // Registers this communicator's slot (the report hook on first use); `peers` must outlive it.
+  // Registers this communicator's slot (the report hook on first use); `peers` must outlive it:
+  // the slot copies its descriptors.
   TerminationReportSlot(const PeerLiveness& peers, const std::vector<int>& worldRanks);
   ~TerminationReportSlot();
   TerminationReportSlot(const TerminationReportSlot&) = delete;

@@ -135,13 +135,16 @@ void Watchdog::checkPeers(const ProgressThread::Snapshot& snap) {
   peerLostReported_ = true;
   std::vector<long> pids;
   std::vector<int> ranks;
+  std::vector<const char*> hosts;
   for (int r : lost) {
     ranks.push_back(worldRanks_[static_cast<std::size_t>(r)]);
     pids.push_back(static_cast<long>(peers_->pid(r)));
+    hosts.push_back(peers_->otherHost(r) ? peers_->host(r).c_str() : nullptr);
   }
   SignalSafeText t;
-  describeLostPeers(t, ranks.data(), pids.data(), static_cast<int>(lost.size()), true,
-                    snap.work->description().c_str(), snap.bytes, secondsSince(snap.since), snap.completed);
+  describeLostPeers(t, ranks.data(), pids.data(), hosts.data(), static_cast<int>(lost.size()), true,
+                    snap.work->description().c_str(), snap.bytes, secondsSince(snap.since),
+                    snap.completed);
   std::string report(t.data, t.size);
   const bool first = lastWords_->claimLossReport();
   if (onPeerLost_) {

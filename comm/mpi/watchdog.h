@@ -6,9 +6,10 @@
 // the termination hooks, which remove swap files, and MPI_Abort the job). The same thread
 // answers peers' questions, so a rank whose caller is busy or stuck elsewhere still says where
 // it is.
-// A peer on this host whose process exits (PeerLiveness) while an operation waits for it is a
-// lost peer: after a second's grace (an operation it finished may still be completing here) the
-// watchdog writes "peer lost: rank R (pid P) exited while this rank waited T s in <op>" and
+// A peer whose process exits (PeerLiveness: a pidfd on this host, a TCP connection to another)
+// while an operation waits for it is a lost peer: after a second's grace (an operation it
+// finished may still be completing here) the watchdog writes "peer lost: rank R (pid P) exited
+// while this rank waited T s in <op>" (with "on host H" for a peer on another host) and
 // hands it to onPeerLost (by default: the same log, hooks and MPI_Abort), without waiting for
 // the timeout. It also publishes the operation in flight for the signal-time report
 // (termination_report.h), which is what a rank prints when mpirun ends it after a peer died.
@@ -72,7 +73,7 @@ class Watchdog {
   std::function<void(const std::string&)> onPeerLost_;
   std::unique_ptr<PeerLiveness> peers_;
   std::vector<int> worldRanks_;  // of each rank of the communicator, for messages
-  std::unique_ptr<TerminationReportSlot> lastWords_;  // after peers_: it copies its pidfds
+  std::unique_ptr<TerminationReportSlot> lastWords_;  // after peers_: it copies their descriptors
   struct Published {
     bool running = false;
     std::uint64_t started = 0, completed = 0;

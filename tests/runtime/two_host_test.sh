@@ -2,8 +2,8 @@
 # Two hosts for real: two network namespaces, each with its own host name, joined by a veth pair;
 # Open MPI runs zrt-train across them over TCP (mpirun on host A starts host B's daemon through an
 # rsh agent that enters B's namespace, standing in for ssh). The job must first train to its end
-# across the two hosts; a second job is then cut off mid-run (host B's end of the link goes down)
-# and must end within 60 s, non-zero, with the lost peer named, and leave no process on either
+# across the two hosts; a second job then loses host B mid-run (its end of the link goes down, or
+# its rank is SIGKILLed) and must end, with the lost peer named, and leave no process on either
 # host. Only the loopback devices and the test's own namespaces are addressed.
 #   two_host_test.sh MODE MPIEXEC [MPI FLAGS...] -- TRAINER CONFIG_DIR
 # MODE watchdog: Open MPI's lifeline checks at their defaults, a short comm timeout: ZRT's
@@ -16,6 +16,13 @@
 #   timeout: mpirun notices the lost daemon, names its node and ends the job; rank 0 says from
 #   its SIGTERM handler which operation it waited in. This is the setting docs/operations.md
 #   recommends.
+# MODE kill: rank 1's process on host B is SIGKILLed; mpirun (its daemon on B sees the exit) ends
+#   the job. Rank 0 watches rank 1 through a TCP connection (comm/mpi/peer_sockets.h), which B's
+#   kernel closes at the kill: rank 0 must exit within 5 s naming rank 1, its pid and host B (and
+#   mpirun within 10 s: it then ends host B's daemon).
+# MODE kill_recovery: the same with mpirun told to keep the job (orte_enable_recovery, as a
+#   launcher that does not end it would): rank 0's watchdog sees the exit itself and ends the job,
+#   within 5 s of the kill, with the same names.
 # Exits 77 (skipped) before anything runs where namespaces cannot be made (not root: no
 # CAP_NET_ADMIN / CAP_SYS_ADMIN, or the tools are missing).
 set -euo pipefail
@@ -27,7 +34,7 @@ shift
 trainer=$1
 configs=$2
 case "$mode" in
-  watchdog | launcher) ;;
+  watchdog | launcher | kill | kill_recovery) ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 
@@ -141,10 +148,15 @@ printf '%s slots=1\n%s slots=1\n' "$addr_a" "$addr_b" >"$dir/hostfile"
 if [ "$mode" = watchdog ]; then
   timeout_s=3
   lifeline=()
-else
+elif [ "$mode" = launcher ]; then
   # Far beyond the job's end: here the launcher must notice first.
   timeout_s=60
   lifeline=(--mca oob_tcp_keepalive_time 1 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+else
+  # Far beyond the job's end: the lost peer must be seen, not timed out.
+  timeout_s=60
+  lifeline=()
+  if [ "$mode" = kill_recovery ]; then lifeline=(--mca orte_enable_recovery 1); fi
 fi
 forward=(-x OMP_NUM_THREADS=1 -x ZRT_LOG_LEVEL=info -x "ZRT_COMM_TIMEOUT_S=$timeout_s")
 for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
@@ -202,6 +214,10 @@ for r in 0 1; do
   grep -q "^\[zrt rank $r\] info: comm options: .* timeout=$timeout_s s" "$log" ||
     fail "rank $r did not run with ZRT_COMM_TIMEOUT_S=$timeout_s"
 done
+# Each rank watches the other over a TCP connection: no rank may have warned it could not.
+if grep -q "cannot watch" "$log"; then
+  fail "a rank could not watch its peer on the other host: $(grep "cannot watch" "$log" | head -2)"
+fi
 check_nothing_left "after the 3-step job"
 echo "ok: a 3-step job trained across hosts $hosta and $hostb (2 ranks on 2 nodes) and exited 0"
 
@@ -222,6 +238,7 @@ for side in "$nsa:$hosta" "$nsb:$hostb"; do
     n=$((n + 1))
     name=$(nsenter --target "$p" --uts hostname) || fail "cannot read the host name of pid $p"
     [ "$name" = "${side#*:}" ] || fail "zrt-train (pid $p) in $ns runs as host '$name', not ${side#*:}"
+    if [ "$ns" = "$nsb" ]; then victim=$p; else survivor=$p; fi
   done
   [ "$n" = 1 ] || fail "expected one zrt-train process in namespace $ns, found $n"
 done
@@ -230,17 +247,52 @@ tx=$(ip netns exec "$nsb" cat "/sys/class/net/$veth_b/statistics/tx_bytes")
 [ "$rx" -gt 1000000 ] && [ "$tx" -gt 1000000 ] ||
   fail "host B's link carried only $rx bytes in and $tx out: the ranks did not talk over it"
 before=$(steps_logged "$dir/long.jsonl")
-ip -n "$nsb" link set "$veth_b" down
+if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
+  kill -KILL "$victim"
+  event="rank 1 (pid $victim) on host B was killed"
+else
+  ip -n "$nsb" link set "$veth_b" down
+  event="the link was cut"
+fi
 cut=$(date +%s%N)
-echo "ok: $before steps logged, one rank on each host, $rx bytes into host B and $tx out; link cut"
-wait_job 600 || fail "the job was still running 60 s after the link was cut"
+echo "ok: $before steps logged, one rank on each host, $rx bytes into host B and $tx out; $event"
+# Rank 0's own exit, timed apart from mpirun's (which then tears down host B's daemon).
+survivor_took=
+for _ in $(seq 1 600); do
+  if ! kill -0 "$survivor" 2>/dev/null || grep -q '^State:.*Z' "/proc/$survivor/status" 2>/dev/null; then
+    survivor_took=$((($(date +%s%N) - cut) / 1000000))
+    break
+  fi
+  sleep 0.05
+done
+wait_job 600 || fail "the job was still running 60 s after $event"
 took=$((($(date +%s%N) - cut) / 1000000))
 echo "---- job output (step lines left out)"
 steps_left_out "$log"
-echo "---- checks (mpirun exited with status $status, ${took} ms after the link was cut)"
-[ "$status" != 0 ] || fail "mpirun exited with status 0 after losing host B"
+echo "---- checks (rank 0 exited ${survivor_took:-?} ms and mpirun with status $status ${took} ms after $event)"
+# With orte_enable_recovery, Open MPI 4.1 exits 0 even after MPI_Abort: only the messages tell.
+if [ "$mode" != kill_recovery ] && [ "$status" = 0 ]; then fail "mpirun exited with status 0 after losing host B"; fi
 op='[a-zA-Z]+ #[0-9]+ \([^()]*, path mpi\) \([0-9]+ bytes\)'
-if [ "$mode" = watchdog ]; then
+if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
+  # Detection, not a timeout: B's kernel closes rank 1's connection to rank 0 at the kill. Rank 0
+  # goes in about a second (the watchdog's grace, or mpirun's SIGTERM); mpirun then takes about
+  # two more to end host B's daemon, its own teardown, hence the looser bound on the whole job.
+  [ -n "$survivor_took" ] && [ "$survivor_took" -le 5000 ] ||
+    fail "rank 0 (pid $survivor) exited ${survivor_took:-over 30000} ms after $event: over the 5000 ms allowed"
+  [ "$took" -le 10000 ] || fail "mpirun exited ${took} ms after $event: over the 10000 ms allowed"
+  # e.g. [zrt rank 0] error: peer lost: rank 1 (pid 4242 on host zrt-4241-b) exited while this
+  #      rank waited 1.0 s in allReduce #93 (8 B fp32, path mpi) (8 bytes); ended by SIGTERM
+  lost="^\[zrt rank 0\] error: peer lost: rank 1 \(pid $victim on host $hostb\) exited"
+  if [ "$mode" = kill ]; then
+    # mpirun's SIGTERM usually comes first (the report from rank 0's handler), or the watchdog.
+    grep -Eq "$lost( while this rank waited [0-9.]+ s in $op|; this rank was not in a collective \([0-9]+ finished\))(; ended by SIGTERM|; ending the job)$" "$log" ||
+      fail "rank 0 did not name rank 1, its pid $victim and host $hostb as lost"
+  else
+    grep -Eq "$lost while this rank waited [0-9.]+ s in $op; ending the job$" "$log" ||
+      fail "rank 0's watchdog did not report rank 1 (pid $victim on $hostb) lost in the operation it waited in"
+  fi
+  echo "ok: rank 0 named rank 1 (pid $victim) on $hostb as lost and exited ${survivor_took} ms after the kill"
+elif [ "$mode" = watchdog ]; then
   # e.g. [zrt rank 0] error: collective timeout: allGather #510 (8 B fp32, path mpi) (8 bytes) has
   #      not completed after 6.0 s on rank 0 (timeout 3.0 s); ranks that had not arrived: 1
   #        rank 1: no answer within 3.0 s from host zrt-4242-b (exited, unreachable over ...)
@@ -253,7 +305,7 @@ else
   grep -q "^ORTE has lost communication with a remote daemon" "$log" ||
     fail "mpirun did not report the lost daemon"
   grep -Eq "^  Remote daemon: .* on node $addr_b$" "$log" || fail "mpirun did not name host B ($addr_b)"
-  grep -Eq "^\[zrt rank 0\] error: ended by SIGTERM while waiting [0-9.]+ s in $op; no exited peer among the 0 watched on this host \(1 on other hosts not watched\)$" "$log" ||
+  grep -Eq "^\[zrt rank 0\] error: ended by SIGTERM while waiting [0-9.]+ s in $op; no exited peer among the 0 watched on this host and the 1 on other hosts$" "$log" ||
     fail "rank 0 did not report the operation it waited in when mpirun ended it"
   echo "ok: mpirun named host B's daemon as lost; rank 0 reported the operation it waited in"
 fi
