@@ -26,6 +26,7 @@ packages=(
   python3-venv python3-yaml python3-requests python3-psutil  # the tests' venv (below)
   fio                                 # offload benchmark reference
   clang libclang-rt-dev libomp-dev    # fuzz targets: libFuzzer (clang's runtime), OpenMP for clang
+  lld                                 # the linker (cmake/ZrtLinker.cmake): links in a quarter of ld.bfd's time
 )
 missing=()
 for p in "${packages[@]}"; do
