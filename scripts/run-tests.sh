@@ -48,6 +48,7 @@ phase() {
 }
 summary() {
   local rc=$?
+  set +e  # the report must not change the run's status
   if [ "$rc" != 0 ] && [ -n "$phase_name" ]; then phase_name="$phase_name (FAILED)"; fi
   phase_done
   echo
@@ -56,8 +57,10 @@ summary() {
   printf '   %-34s %6d s\n' "total" $((SECONDS - script_start))
   if [ -s "$test_times" ]; then
     echo "== the ten slowest tests, every suite (limit: 120 s each):"
-    sort -k1,1 -g -r "$test_times" | head -n 10 |
-      awk '{printf "   %8.2f s  %-44s %s\n", $1, $2, $3}'
+    # awk reads all of sort's output (no `head`): a reader that stops early would end sort with
+    # SIGPIPE, and under pipefail and set -e that turned a green run's exit status into 141.
+    sort -k1,1 -g -r "$test_times" |
+      awk 'NR <= 10 {printf "   %8.2f s  %-44s %s\n", $1, $2, $3}'
   fi
   rm -f "$test_times"
   return "$rc"
