@@ -86,7 +86,7 @@ std::shared_ptr<OffloadFile> OffloadFile::open(const std::vector<std::filesystem
         // The file system has no O_DIRECT (ramfs, some FUSE and network file systems).
         directRefused = true;
         warnOnce("buffered-fallback:" + path.parent_path().string(),
-                 detail::cat("the file system holding '", path.parent_path().string(),
+                 zrt::detail::cat("the file system holding '", path.parent_path().string(),
                              "' does not support O_DIRECT: using buffered I/O through the "
                              "page cache there (slower, and it competes for host memory)"));
       } else {
@@ -167,7 +167,7 @@ std::uint64_t OffloadFile::preallocate(std::uint64_t logicalBytes) {
     const char* call = "fallocate";
     if (err == EOPNOTSUPP) {
       warnOnce("no-fallocate:" + stripes_[i].path.parent_path().string(),
-               detail::cat("the file system holding '", stripes_[i].path.parent_path().string(),
+               zrt::detail::cat("the file system holding '", stripes_[i].path.parent_path().string(),
                            "' has no fallocate: swap space is not reserved ahead and may run "
                            "out during training"));
       if (::ftruncate(stripes_[i].fd.get(), static_cast<off_t>(len)) == 0) continue;

@@ -23,6 +23,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# ctest's slots: twice the cores. Half of a suite's wall time is tests waiting (timeouts they
+# provoke, mpirun start-up, the dead-rank tests' detection), not computing: at -j nproc the
+# release suite kept 0.9 of the 2 cores busy. Each MPI test claims as many slots as it has ranks
+# (ctest PROCESSORS), so at most 2 x nproc processes run at once; the suite passed at this
+# setting with the machine's load average at 6-8 (docs/operations.md).
+test_jobs=$((2 * jobs))
 all_skipped=()
 
 allow_skips=${ZRT_ALLOW_SKIPS:-0}
@@ -74,7 +80,7 @@ run_suite() {
   # Listed first: `ctest -N` rewrites Testing/Temporary/LastTest.log, read below for reasons.
   gpu=$(cd "$dir" && ctest -N -L '^cuda$' | sed -n 's/^[[:space:]]*Test[[:space:]]*#[0-9]*: //p')
   log=$(mktemp)
-  (cd "$dir" && ctest --output-on-failure --timeout 120 -j "$jobs") 2>&1 | tee "$log" || rc=$?
+  (cd "$dir" && ctest --output-on-failure --timeout 120 -j "$test_jobs") 2>&1 | tee "$log" || rc=$?
   # Each finished test: "  3/135 Test  #12: name .........   Passed   12.34 sec".
   sed -n 's/^.*Test[[:space:]]*#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec[[:space:]]*$/\2 \1/p' "$log" |
     awk -v d="$dir" '{print $1, $2, d}' >> "$test_times"
@@ -125,7 +131,8 @@ if [ "${ZRT_SKIP_SANITIZE:-0}" != 1 ]; then
   # Debug (assertions on), compiled at -O1 (cmake/ZrtWarnings.cmake). -g1: line tables for the
   # reports' file:line, without the full debug info only a debugger reads, which costs compile
   # and link time.
-  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
+  # A unity build, as scripts/build.sh's.
+  cmake -S . -B build-sanitize -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 "${launcher[@]}"
   cmake --build build-sanitize -j "$jobs"
   phase "suite: ASan + UBSan (build-sanitize)"

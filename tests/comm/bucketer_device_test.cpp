@@ -28,11 +28,11 @@ using test::GuardedDevice;
 
 namespace {
 
-const std::vector<std::size_t> kNumels = {7, 0, 96, 1, 40, 130, 3, 19};
+const std::vector<std::size_t> kDeviceNumels = {7, 0, 96, 1, 40, 130, 3, 19};
 constexpr int kPasses = 3;
 
-Buf gradient(DType dt, int rank, std::size_t t, int pass) {
-  Buf g(dt, kNumels[t]);
+Buf deviceGradient(DType dt, int rank, std::size_t t, int pass) {
+  Buf g(dt, kDeviceNumels[t]);
   for (std::size_t i = 0; i < g.size(); ++i)
     g.set(i, test::randomValue(rank * 31 + pass, t * 1000 + i, dt));
   return g;
@@ -64,7 +64,7 @@ std::unique_ptr<Device> makeTestDevice(Kind kind, MemoryLedger& ledger) {
   return std::make_unique<HostDevice>(ledger, std::uint64_t{1} << 30);
 }
 
-struct Case {
+struct DeviceCase {
   int stage;
   bool overlap;
   bool contiguous;
@@ -75,7 +75,7 @@ struct Case {
 // gradients arriving in reverse order; on `device` through `comm` when given, else host memory.
 Buf reduce(Communicator& comm, GradientBucketerOptions o, Device* device) {
   const int me = comm.rank();
-  const std::size_t total = std::accumulate(kNumels.begin(), kNumels.end(), std::size_t{0});
+  const std::size_t total = std::accumulate(kDeviceNumels.begin(), kDeviceNumels.end(), std::size_t{0});
   const std::size_t outCount =
       o.stage < 2 ? total : shardOf(total, comm.size(), me, o.shardAlignElements).count;
   Buf out(o.dtype, outCount);
@@ -87,16 +87,16 @@ Buf reduce(Communicator& comm, GradientBucketerOptions o, Device* device) {
   } else {
     o.output = out.data();
   }
-  GradientBucketer bucketer(comm, kNumels, o);
+  GradientBucketer bucketer(comm, kDeviceNumels, o);
   for (int pass = 0; pass < kPasses; ++pass) {
     bucketer.beginBackward(/*accumulate=*/pass > 0);
     std::vector<Buf> host;
     std::vector<DeviceMemory> dev;
-    for (std::size_t t = 0; t < kNumels.size(); ++t) {
-      host.push_back(gradient(o.dtype, me, t, pass));
+    for (std::size_t t = 0; t < kDeviceNumels.size(); ++t) {
+      host.push_back(deviceGradient(o.dtype, me, t, pass));
       if (device) dev.push_back(onDevice(*device, host.back()));
     }
-    for (std::size_t t = kNumels.size(); t-- > 0;)
+    for (std::size_t t = kDeviceNumels.size(); t-- > 0;)
       bucketer.gradientReady(t, device ? dev[t].data() : host[t].data());
     bucketer.finishBackward();
   }
@@ -133,12 +133,12 @@ TEST_CASE("the guard works: a direct CPU read of the device's memory ends the pr
 }
 
 TEST_CASE("gradient bucketer on a device the CPU cannot touch equals the host-memory bucketer") {
-  const std::vector<Case> cases = {{0, false, true, 100}, {1, true, true, 64},  {1, true, false, 1},
+  const std::vector<DeviceCase> cases = {{0, false, true, 100}, {1, true, true, 64},  {1, true, false, 1},
                                    {2, true, true, 100},  {2, false, true, 40}, {2, true, false, 7},
                                    {3, true, true, 1000}, {3, false, false, 90}};
   for (int world : {1, 2, 3}) {
     for (DType dt : {DType::F32, DType::BF16}) {
-      for (const Case& c : cases) {
+      for (const DeviceCase& c : cases) {
         for (Kind kind : {Kind::Guarded, Kind::Host}) {
           CAPTURE(kind == Kind::Guarded ? "guarded" : "host");
           CAPTURE(world);

@@ -73,7 +73,7 @@ std::vector<const Element*> withClass(const Parsed& p, const std::string& cls) {
   return out;
 }
 
-std::vector<ChartBar> example() {
+std::vector<ChartBar> chartExample() {
   std::vector<ChartBar> bars(3);
   bars[0].label = "baseline (z0, 4 x 2)";
   bars[0].ran = true;
@@ -95,7 +95,7 @@ std::vector<ChartBar> example() {
 }  // namespace
 
 TEST_CASE("the chart is well-formed XML with a stacked bar per rung that ran") {
-  const std::vector<ChartBar> bars = example();
+  const std::vector<ChartBar> bars = chartExample();
   const Parsed p = parse(ladderSvg(bars, 12u << 20, "ladder <title> & co"));
   REQUIRE(!p.elements.empty());
   CHECK(p.elements[0].name == "svg");
@@ -124,7 +124,7 @@ TEST_CASE("the chart is well-formed XML with a stacked bar per rung that ran") {
 }
 
 TEST_CASE("bar widths are proportional to bytes and seconds, one scale per panel") {
-  const std::vector<ChartBar> bars = example();
+  const std::vector<ChartBar> bars = chartExample();
   const std::uint64_t budget = 12u << 20;
   const Parsed p = parse(ladderSvg(bars, budget, "t"));
   // Pixels per byte from the largest segment; every other segment, the predicted ticks and the

@@ -31,7 +31,7 @@ std::string refusal(auto&& f) {
   return "";
 }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool mentions(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -52,9 +52,9 @@ TEST_CASE("--save-dir: refused when it would collide with a tag this run saves, 
   TempDir t;
   CHECK(refusal([&] { checkSaveDir(t.path, 3, 0, 6); }).empty());
   CHECK(refusal([&] { checkSaveDir(t.path + "/sub", 3, 0, 6); }).empty());  // created by the engine
-  CHECK(has(refusal([&] { checkSaveDir("/nonexistent/a/b", 3, 0, 6); }), "--save-dir /nonexistent/a/b: cannot be created"));
+  CHECK(mentions(refusal([&] { checkSaveDir("/nonexistent/a/b", 3, 0, 6); }), "--save-dir /nonexistent/a/b: cannot be created"));
   ::mkdir((t.path + "/step3").c_str(), 0700);
-  CHECK(has(refusal([&] { checkSaveDir(t.path, 3, 0, 6); }), "already holds step3"));
+  CHECK(mentions(refusal([&] { checkSaveDir(t.path, 3, 0, 6); }), "already holds step3"));
   // A resumed run from step 3 saves only 6; --save-every 4 over 6 steps saves 4 and 6.
   CHECK(refusal([&] { checkSaveDir(t.path, 3, 3, 6); }).empty());
   CHECK(refusal([&] { checkSaveDir(t.path, 4, 0, 6); }).empty());
@@ -64,15 +64,15 @@ TEST_CASE("--save-dir: refused when it would collide with a tag this run saves, 
   ::rmdir((t.path + "/step03").c_str());
   const std::string file = t.path + "/file";
   std::ofstream(file) << "x";
-  CHECK(has(refusal([&] { checkSaveDir(file, 3, 0, 6); }), "not a directory"));
+  CHECK(mentions(refusal([&] { checkSaveDir(file, 3, 0, 6); }), "not a directory"));
   ::unlink(file.c_str());
 }
 
 TEST_CASE("--resume: a directory without a checkpoint is refused naming the flag") {
   TempDir t;
-  CHECK(has(refusal([&] { findResumePoint("/nonexistent/ckpt"); }), "--resume /nonexistent/ckpt: no such directory"));
-  CHECK(has(refusal([&] { findResumePoint(t.path); }), "--resume " + t.path + ": no checkpoint there"));
+  CHECK(mentions(refusal([&] { findResumePoint("/nonexistent/ckpt"); }), "--resume /nonexistent/ckpt: no such directory"));
+  CHECK(mentions(refusal([&] { findResumePoint(t.path); }), "--resume " + t.path + ": no checkpoint there"));
   std::ofstream(t.path + "/latest") << "step7\n";
-  CHECK(has(refusal([&] { findResumePoint(t.path); }), "--resume " + t.path + ": "));
+  CHECK(mentions(refusal([&] { findResumePoint(t.path); }), "--resume " + t.path + ": "));
   ::unlink((t.path + "/latest").c_str());
 }
