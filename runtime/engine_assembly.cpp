@@ -9,7 +9,7 @@
 
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 #include "core/shard.h"
 #include "offload/aio_options.h"
@@ -136,17 +136,17 @@ void Engine::Impl::initialise() {
     const int k = p.spec->trainable ? 0 : 1;
     const ShardPiece piece = pieceInShard(p.offset, p.numel, keptRange[k]);
     for (std::uint64_t i = 0; i < piece.count; ++i)
-      comm::storeElement(dtype, shards[k], piece.inShard + i, values[piece.inTensor + i]);
+      zrt::storeElement(dtype, shards[k], piece.inShard + i, values[piece.inTensor + i]);
   }
   const char* trainableShard = shards[0] + (states->trainableLayout().shard.begin - keptRange[0].begin) * es;
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
   if (states->masterWeights().data()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
-    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = comm::loadElement(dtype, trainableShard, i);
+    for (std::uint64_t i = 0; i < s.count; ++i) master[i] = zrt::loadElement(dtype, trainableShard, i);
   } else if (swapper) {  // on NVMe: written sub-group by sub-group, the moments zero
     swapper->fill([&](const OptimizerSwapper::Window& w) {
-      for (std::uint64_t i = 0; i < w.count; ++i) w.states[0][i] = comm::loadElement(dtype, trainableShard, w.begin + i);
+      for (std::uint64_t i = 0; i < w.count; ++i) w.states[0][i] = zrt::loadElement(dtype, trainableShard, w.begin + i);
       for (std::size_t k = 1; k < w.states.size(); ++k) std::fill(w.states[k], w.states[k] + w.count, 0.0f);
     });
     swapper->takeStats();

@@ -2,7 +2,7 @@
 // host memory and part on NVMe); the coordinator gathers a module's parameters when they are
 // fetched, ahead of time once it has recorded the trace, and the update stays in the shards,
 // which makes every gathered copy stale.
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "runtime/collective_failure.h"
 #include "runtime/stage_policy.h"
 
@@ -63,7 +63,7 @@ class PartitionedParameters final : public ParameterHome {
     std::vector<char> gathered(p.numel * es_);
     parts_.comm->allGather(local + g.sendOffset * es_, gathered.data(), g.counts, parts_.dtype, g.displs);
     std::vector<float> out(p.numel);
-    for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(parts_.dtype, gathered.data(), i);
+    for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = zrt::loadElement(parts_.dtype, gathered.data(), i);
     return out;
   }
 

@@ -5,15 +5,6 @@
 
 namespace zrt {
 
-void widenInto(DType t, const void* x, float* acc, std::size_t count, bool add) {
-  const auto* h = static_cast<const std::uint16_t*>(x);
-  const auto* f = static_cast<const float*>(x);
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = t == DType::F32 ? f[i] : t == DType::BF16 ? bf16ToFloat(h[i]) : halfToFloat(h[i]);
-    acc[i] = add ? acc[i] + v : v;
-  }
-}
-
 RankGradients::RankGradients(Device& device, const ModelLayout& layout, const ModelStates& states,
                              DType dtype, const ShardRange& normShard, std::unique_ptr<GradientPolicy> policy)
     : layout_(layout), policy_(std::move(policy)), normShard_(normShard) {

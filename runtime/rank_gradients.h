@@ -19,9 +19,6 @@
 
 namespace zrt {
 
-// acc[i] = x[i] (add: acc[i] += x[i]), x in `t`, in fp32.
-void widenInto(DType t, const void* x, float* acc, std::size_t count, bool add);
-
 class RankGradients {
  public:
   // Allocates the workspace (the widest module's trainable gradients) on `device`.

@@ -3,7 +3,7 @@
 // the step's last micro-step.
 #include <cstring>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
 
@@ -30,11 +30,11 @@ class ReplicatedGradients final : public GradientPolicy {
     if (float* acc = b.accumulator) {
       widenInto(b.dtype, grad, acc + p.offset, p.numel, /*add=*/b.micro > 0);
       if (b.boundary)  // the sum is rounded to the dtype once, for the all-reduce
-        for (std::uint64_t i = 0; i < p.numel; ++i) comm::storeElement(b.dtype, dst, i, acc[p.offset + i]);
+        for (std::uint64_t i = 0; i < p.numel; ++i) zrt::storeElement(b.dtype, dst, i, acc[p.offset + i]);
     } else if (b.micro == 0) {
       if (grad != dst) std::memcpy(dst, grad, p.numel * b.es);
     } else {
-      comm::sumPair(b.dtype, grad, dst, p.numel);  // fp32 add, one rounding
+      zrt::sumPair(b.dtype, grad, dst, p.numel);  // fp32 add, one rounding
     }
     if (b.reducing) b.bucketer->gradientReady(p.tensor, dst);
   }

@@ -1,6 +1,7 @@
 // Stages 2 and 3: every micro-step reduces into this rank's shard, so a rank never holds more
 // than its shard of gradients. The buckets add the micro-steps up in the training dtype, or,
 // with an fp32 accumulator, overwrite the shard, which is then added into the accumulator.
+#include "core/element_arithmetic.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
 

@@ -1,7 +1,7 @@
 // Stages 0-2: every rank holds every parameter, in the two flat buffers, whole. The optimizer
 // updates this rank's shard inside the trainable buffer; on several ranks at stages 1/2 the
 // all-gather buckets bring every rank's updated shard to the others.
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "runtime/stage_policy.h"
 
 namespace zrt {
@@ -39,7 +39,7 @@ class WholeParameters final : public ParameterHome {
   std::vector<float> value(const ParamInfo& p) const override {
     std::vector<float> out(p.numel);
     const char* at = base(p);
-    for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = comm::loadElement(parts_.dtype, at, i);
+    for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = zrt::loadElement(parts_.dtype, at, i);
     return out;
   }
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_large_counts.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 
 namespace zrt::comm {
