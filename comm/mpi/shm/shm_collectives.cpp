@@ -1,4 +1,4 @@
-#include "comm/shm/shm_collectives.h"
+#include "comm/mpi/shm/shm_collectives.h"
 
 #include <algorithm>
 #include <cstring>
