@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/build_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -75,9 +75,9 @@ void DeviceQueue::divide(DType dtype, void* buf, std::size_t count, float diviso
 
 void DeviceQueue::addDivided(DType dtype, void* dst, const void* src, std::size_t count, float divisor) {
   if (count == 0) return;
-  if (!device_) return comm::addDivided(dtype, dst, src, count, divisor);
+  if (!device_) return zrt::addDivided(dtype, dst, src, count, divisor);
   if (device_->kind() == DeviceKind::Host)
-    return device_->hostCallback(*stream_, [=] { comm::addDivided(dtype, dst, src, count, divisor); });
+    return device_->hostCallback(*stream_, [=] { zrt::addDivided(dtype, dst, src, count, divisor); });
 #if ZRT_HAVE_CUDA
   launchOn(*device_);
   ZRT_CHECK_CUDA(cuda::launchAddDivided(dtype, dst, src, count, divisor,

@@ -5,7 +5,7 @@
 // device and through the staged communicator.
 // Without a Device the caller's memory is plain host memory and every call runs at once on the
 // calling thread (tools and tests that have no device). On the host device the kernels run on
-// the stream's thread (a host callback) with the very functions of comm/reduce_kernels.h, so the
+// the stream's thread (a host callback) with the very functions of core/element_arithmetic.h, so the
 // results are the same bits; on `cuda` they are the kernels of comm/cuda/average_kernels.h.
 // Thread-safety: one thread drives a queue.
 #pragma once
@@ -47,7 +47,7 @@ class DeviceQueue {
 
   // Between any two of: the device's memory, pinned or pageable host memory.
   void copy(void* dst, const void* src, std::size_t bytes);
-  // comm/reduce_kernels.h's divideBy and addDivided, on the device's memory.
+  // core/element_arithmetic.h's divideBy and addDivided, on the device's memory.
   void divide(DType dtype, void* buf, std::size_t count, float divisor);
   void addDivided(DType dtype, void* dst, const void* src, std::size_t count, float divisor);
   // Blocks until every call so far has finished; rethrows the first error of the queued work.

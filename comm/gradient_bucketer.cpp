@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timing.h"

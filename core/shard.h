@@ -1,9 +1,13 @@
-// Shard arithmetic: which contiguous range of a flat buffer each rank owns, and which piece of a
-// tensor laid out in that buffer falls in a rank's shard. Pure functions over plain data; every
-// stage's partitioning rule, the bucketers and the engine use them, so all agree on the layout.
+// Shard arithmetic: which contiguous range of a flat buffer each rank owns, which piece of a
+// tensor laid out in that buffer falls in a rank's shard, and which piece each rank sends when a
+// range is gathered from every rank's shard. Pure functions over plain data; every stage's
+// partitioning rule, the bucketers, the stage-3 coordinator, zrt-plan and the engine use them,
+// so all agree on the layout.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace zrt {
 
@@ -36,5 +40,15 @@ struct ShardPiece {
   std::uint64_t count = 0;
 };
 ShardPiece pieceInShard(std::uint64_t tensorBegin, std::uint64_t tensorNumel, const ShardRange& shard);
+
+// Each rank's piece of elements [begin, begin + count) of a flat buffer whose rank r owns
+// [r·shard, (r+1)·shard): counts[r] elements placed at displs[r] of the gathered range, taken
+// from element sendOffset of this rank's shard.
+struct GatherPieces {
+  std::vector<std::size_t> counts, displs;
+  std::uint64_t sendOffset = 0;
+};
+GatherPieces gatherPieces(std::uint64_t begin, std::uint64_t count, std::uint64_t shard,
+                          int world, int rank);
 
 }  // namespace zrt

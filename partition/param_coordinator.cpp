@@ -10,22 +10,6 @@
 
 namespace zrt {
 
-GatherPieces gatherPieces(std::uint64_t begin, std::uint64_t count, std::uint64_t shard, int world,
-                          int rank) {
-  GatherPieces g;
-  g.counts.assign(static_cast<std::size_t>(world), 0);
-  g.displs.assign(static_cast<std::size_t>(world), 0);
-  for (int r = 0; r < world; ++r) {
-    const std::uint64_t lo = std::max(begin, static_cast<std::uint64_t>(r) * shard);
-    const std::uint64_t hi = std::min(begin + count, static_cast<std::uint64_t>(r + 1) * shard);
-    if (hi <= lo) continue;
-    g.counts[static_cast<std::size_t>(r)] = hi - lo;
-    g.displs[static_cast<std::size_t>(r)] = lo - begin;
-    if (r == rank) g.sendOffset = lo - static_cast<std::uint64_t>(r) * shard;
-  }
-  return g;
-}
-
 ParamCoordinator::ParamCoordinator(Device& device, comm::Communicator& lane,
                                    std::vector<CoordinatedModule> modules, ShardSource trainable,
                                    ShardSource frozen, CoordinatorOptions options)

@@ -5,7 +5,7 @@
 // - fetch(m) returns once module m's parameters are whole on the device; release(m) says the
 //   caller is done reading them for now. A module's parameters are one contiguous range of the
 //   trainable (and of the frozen) flat buffer, so a module travels as one all-gather with
-//   per-rank pieces (gatherPieces(): each rank's part of the range may differ in size).
+//   per-rank pieces (core/shard.h's gatherPieces(): each rank's part of the range may differ in size).
 // - Persistence is decided per module: a module with fewer than persistenceThreshold elements
 //   stays whole on every rank, refreshed once per step in refresh(). (DeepSpeed decides per
 //   parameter; here a large module's small biases travel in the module's one collective anyway,
@@ -61,16 +61,6 @@ struct CoordinatedModule {
   std::uint64_t frozenBegin = 0, frozenCount = 0;
   std::uint64_t elements() const { return trainableCount + frozenCount; }
 };
-
-// Each rank's piece of elements [begin, begin + count) of a flat buffer whose rank r owns
-// [r·shard, (r+1)·shard): counts[r] elements placed at displs[r] of the gathered range, taken
-// from element sendOffset of this rank's shard.
-struct GatherPieces {
-  std::vector<std::size_t> counts, displs;
-  std::uint64_t sendOffset = 0;
-};
-GatherPieces gatherPieces(std::uint64_t begin, std::uint64_t count, std::uint64_t shard,
-                          int world, int rank);
 
 struct CoordinatorOptions {
   std::uint64_t persistenceThreshold = 100'000;  // stage3_param_persistence_threshold

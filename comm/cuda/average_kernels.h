@@ -1,4 +1,4 @@
-// The averaging kernels of comm/reduce_kernels.h (divideBy, addDivided) for buffers in CUDA
+// The averaging kernels of core/element_arithmetic.h (divideBy, addDivided) for buffers in CUDA
 // device memory, queued on a stream: what a bucketer's DeviceQueue runs on the `cuda` device.
 // Plain data and launchers that return CUDA's error code (the caller checks it with
 // ZRT_CHECK_CUDA), so the kernel library depends on nothing but the CUDA runtime.

@@ -6,8 +6,8 @@
 #include "comm/mpi/watchdog.h"
 #include "comm/mpi_check.h"
 #include "comm/progress_thread.h"
-#include "comm/shm/shm_collectives.h"
-#include "comm/shm/shm_team.h"
+#include "comm/mpi/shm/shm_collectives.h"
+#include "comm/mpi/shm/shm_team.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -3,7 +3,7 @@
 // operation takes one of two paths, the same on every rank:
 //   mpi  MPI's own collectives on a private duplicate of the communicator (fp16/bf16 through
 //        ZRT's fp32-accumulating MPI ops);
-//   shm  the shared-memory algorithms (comm/shm/): inside a node through an MPI shared window,
+//   shm  the shared-memory algorithms (comm/mpi/shm/): inside a node through an MPI shared window,
 //        hierarchical over several nodes (MPI between node leaders).
 // CommOptions::path picks one or lets size decide (auto: shm for all-reduce, reduce-scatter and
 // all-gather of at least shmMinBytes when some node has several ranks). With checkConsistency

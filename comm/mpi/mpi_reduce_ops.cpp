@@ -1,7 +1,7 @@
 #include "comm/mpi/mpi_reduce_ops.h"
 
 #include "comm/mpi_check.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/log.h"
 
 namespace zrt::comm {

@@ -1,7 +1,7 @@
 // MpiReduceOps: the MPI datatype and sum operation for each of ZRT's element types. fp32 is
 // MPI_FLOAT with MPI_SUM. MPI has no fp16 or bf16 sum, so those travel as MPI_UINT16_T and
 // reduce with user-defined commutative operations that add in fp32 and round once per pairwise
-// step (comm/reduce_kernels.h). The owner of the two MPI_Op handles (move-only; freed on
+// step (core/element_arithmetic.h). The owner of the two MPI_Op handles (move-only; freed on
 // destruction while MPI is still initialised).
 // Thread-safety: read-only after construction.
 #pragma once

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "comm/progress_thread.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 
 namespace zrt::comm {

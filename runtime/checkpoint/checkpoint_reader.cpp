@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 #include "runtime/checkpoint/file_io.h"
 
@@ -83,7 +83,7 @@ void CheckpointReader::read(const std::string& state, std::uint64_t begin, std::
     staging.resize(n * es);
     file.readAt(staging.data(), staging.size(), (lo - f.begin) * es);
     for (std::uint64_t i = 0; i < n; ++i)
-      comm::storeElement(dtype, dst, i, comm::loadElement(s->dtype, staging.data(), i));
+      zrt::storeElement(dtype, dst, i, zrt::loadElement(s->dtype, staging.data(), i));
   }
 }
 

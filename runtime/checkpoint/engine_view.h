@@ -1,7 +1,7 @@
 // What the checkpoint code sees of an Engine: its communicator, its layout (the flat buffers'
 // parameters in registration order and this rank's buffers), and the few scalars a resumed run
-// needs (step counters, loss scaler). The Engine builds one on demand (the block at the end of
-// runtime/engine.cpp); nothing here owns anything.
+// needs (step counters, loss scaler). The Engine builds one on demand
+// (runtime/engine_checkpoint.cpp); nothing here owns anything.
 // Thread-safety: as the Engine: the training loop's thread only.
 #pragma once
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 #include "runtime/checkpoint/json_integer.h"
 
@@ -204,7 +204,7 @@ void SafetensorsReader::read(const SafetensorsTensor& t, std::uint64_t begin, st
   }
   std::vector<char> staging(count * es);
   file_.readAt(staging.data(), staging.size(), at);
-  for (std::uint64_t i = 0; i < count; ++i) comm::storeElement(dtype, out, i, comm::loadElement(t.dtype, staging.data(), i));
+  for (std::uint64_t i = 0; i < count; ++i) zrt::storeElement(dtype, out, i, zrt::loadElement(t.dtype, staging.data(), i));
 }
 
 }  // namespace zrt::checkpoint

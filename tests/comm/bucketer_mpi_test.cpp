@@ -9,7 +9,7 @@
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
 #include "comm/mpi/mpi_communicator.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/shard.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/mpi_test.h"

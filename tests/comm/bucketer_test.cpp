@@ -13,7 +13,7 @@
 
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "comm/threads/thread_world.h"
 #include "core/shard.h"
 #include "core/error.h"

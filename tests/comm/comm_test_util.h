@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/dtype.h"
 
 namespace zrt::test {
@@ -23,8 +23,8 @@ struct Buf {
   std::size_t size() const { return bytes.size() / dtypeSize(dtype); }
   void* data() { return bytes.data(); }
   const void* data() const { return bytes.data(); }
-  float get(std::size_t i) const { return comm::loadElement(dtype, bytes.data(), i); }
-  void set(std::size_t i, float v) { comm::storeElement(dtype, bytes.data(), i, v); }
+  float get(std::size_t i) const { return zrt::loadElement(dtype, bytes.data(), i); }
+  void set(std::size_t i, float v) { zrt::storeElement(dtype, bytes.data(), i, v); }
 };
 
 // Small integers: every partial sum over up to 8 ranks is exact in bf16, fp16 and fp32, so any

@@ -9,7 +9,7 @@
 
 #include "comm/device_queue.h"
 #include "comm/gradient_bucketer.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "comm/staged_communicator.h"
 #include "comm/threads/thread_world.h"
 #include "core/shard.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/nccl/nccl_communicator.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/cuda/cuda_device.h"
 #include "tests/comm/comm_test_util.h"
 

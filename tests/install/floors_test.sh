@@ -2,7 +2,12 @@
 # floors_test.sh SOURCE_DIR — no folder includes one above it (docs/architecture.md):
 #   core/ < comm/, offload/ (each on core only) < partition/ < runtime/ < tools/
 # A library folder may include its own headers and those of the floors below; tools/ may use
-# any library folder. Fails naming every include that reaches up or sideways.
+# any library folder. Inside a library floor the same holds for sub-folders: a file may include
+# headers of its own folder, of the folders above it on its path (comm/mpi/shm/ may include
+# comm/mpi/ and comm/) and of the folders below it (comm/mpi/ may include comm/mpi/shm/, a part
+# of it), never of a sibling or cousin (comm/threads/ may not include comm/mpi/): a part two
+# folders share belongs in their common parent. Fails naming every include that reaches up or
+# sideways.
 set -euo pipefail
 src=$1
 declare -A allowed=(
@@ -28,5 +33,18 @@ for folder in "${!allowed[@]}"; do
     esac
   done < <(cd "$src" && grep -rn --include='*.h' --include='*.cpp' --include='*.cu' '#include "[^/"]*/' "$folder" || true)
 done
-[ "$bad" = 0 ] && echo "floors: every include stays on its floor or below"
+# Sub-folders of one floor: only along the folder's own path.
+for folder in "${!allowed[@]}"; do
+  while IFS= read -r line; do
+    file=${line%%:*}
+    dir=$(dirname "$file")
+    header=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$line")
+    target=$(dirname "$header")
+    case "$dir/" in "$target/"*) continue ;; esac  # its own folder or one above it
+    case "$target/" in "$dir/"*) continue ;; esac  # a folder below it
+    echo "floors: $file includes $header (sideways: $target/ is neither above nor below $dir/)"
+    bad=1
+  done < <(cd "$src" && grep -rn --include='*.h' --include='*.cpp' --include='*.cu' "#include \"$folder/" "$folder" || true)
+done
+[ "$bad" = 0 ] && echo "floors: every include stays on its floor or below, and on its folder's path"
 exit "$bad"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -27,8 +27,8 @@ namespace zrt::test {
 inline constexpr int kWidth = 8;
 inline constexpr int kLayers = 3;
 
-inline float loadValue(DType t, const void* base, std::size_t i) { return comm::loadElement(t, base, i); }
-inline void storeValue(DType t, void* base, std::size_t i, float v) { comm::storeElement(t, base, i, v); }
+inline float loadValue(DType t, const void* base, std::size_t i) { return zrt::loadElement(t, base, i); }
+inline void storeValue(DType t, void* base, std::size_t i, float v) { zrt::storeElement(t, base, i, v); }
 
 inline EngineModel testModel(double biasLr = -1) {
   EngineModel m;

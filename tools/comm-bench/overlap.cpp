@@ -13,7 +13,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/null/null_communicator.h"
 #include "comm/mpi_check.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/timing.h"
 #include "core/units.h"
 #include "tools/common/statistics.h"

@@ -17,7 +17,7 @@
 #include "comm/mpi/mpi_handles.h"
 #include "comm/mpi/mpi_reduce_ops.h"
 #include "comm/mpi_check.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/timing.h"
 #include "core/units.h"
 #include "tools/comm-bench/cache_info.h"
@@ -50,7 +50,7 @@ float value(int rank, std::size_t i) {
 
 void fill(Buffers& b, OpKind kind, DType dt, int rank) {
   const std::size_t n = kind == OpKind::AllGather ? b.perRank : b.count;
-  for (std::size_t i = 0; i < n; ++i) comm::storeElement(dt, b.send.data(), i, value(rank, i));
+  for (std::size_t i = 0; i < n; ++i) zrt::storeElement(dt, b.send.data(), i, value(rank, i));
 }
 
 bool verify(const Buffers& b, OpKind kind, DType dt, int rank, int world) {
@@ -61,24 +61,24 @@ bool verify(const Buffers& b, OpKind kind, DType dt, int rank, int world) {
   };
   auto rounded = [&](float v) {
     std::uint32_t tmp = 0;
-    comm::storeElement(dt, &tmp, 0, v);
-    return comm::loadElement(dt, &tmp, 0);
+    zrt::storeElement(dt, &tmp, 0, v);
+    return zrt::loadElement(dt, &tmp, 0);
   };
   switch (kind) {
     case OpKind::AllReduce:
       for (std::size_t i = 0; i < b.count; ++i)
-        if (comm::loadElement(dt, b.recv.data(), i) != rounded(sum(i))) return false;
+        if (zrt::loadElement(dt, b.recv.data(), i) != rounded(sum(i))) return false;
       return true;
     case OpKind::ReduceScatter:
       for (std::size_t i = 0; i < b.perRank; ++i)
-        if (comm::loadElement(dt, b.recv.data(), i) !=
+        if (zrt::loadElement(dt, b.recv.data(), i) !=
             rounded(sum(static_cast<std::size_t>(rank) * b.perRank + i)))
           return false;
       return true;
     default:
       for (int r = 0; r < world; ++r)
         for (std::size_t i = 0; i < b.perRank; ++i)
-          if (comm::loadElement(dt, b.recv.data(), static_cast<std::size_t>(r) * b.perRank + i) !=
+          if (zrt::loadElement(dt, b.recv.data(), static_cast<std::size_t>(r) * b.perRank + i) !=
               rounded(value(r, i)))
             return false;
       return true;

@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "core/shard.h"
 #include "offload/pinned_buffer_pool.h"
-#include "partition/param_coordinator.h"
 #include "runtime/optimizer_swapper.h"
 #include "tools/plan/checked_math.h"
 

@@ -14,7 +14,7 @@
 
 #include "comm/collective.h"
 #include "comm/mpi/mpi_reduce_ops.h"
-#include "comm/shm/shm_team.h"
+#include "comm/mpi/shm/shm_team.h"
 
 namespace zrt::comm {
 

@@ -1,11 +1,11 @@
-#include "comm/shm/shm_collectives.h"
+#include "comm/mpi/shm/shm_collectives.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "comm/mpi/mpi_large_counts.h"
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "core/error.h"
 
 namespace zrt::comm {

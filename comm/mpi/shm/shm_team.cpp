@@ -1,4 +1,4 @@
-#include "comm/shm/shm_team.h"
+#include "comm/mpi/shm/shm_team.h"
 
 #include <immintrin.h>
 #include <sched.h>

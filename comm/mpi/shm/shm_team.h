@@ -8,6 +8,8 @@
 // It also keeps the registry of shared regions (allocateRegion): user buffers placed in shared
 // windows, which peers read in place; an operation publishes where its buffers lie. A region's
 // CommBuffer shares the registry, so it may outlive the team (and its communicator).
+// Part of the MPI backend (comm/mpi/shm/): it stands on the backend's MPI handles, and only
+// MpiCommunicator drives it.
 // Construction, destruction and allocateRegion are collective over the node.
 // Thread-safety: operations run on one thread (the communicator's progress thread);
 // allocateRegion and region destruction may run on another (the registry has a mutex).

@@ -1,16 +1,16 @@
-// The reduction kernels against a float64 reference: fp32 accumulation, one rounding, the
-// vector path equal to the scalar path bit for bit (lengths around the vector width), and exact
-// averaging.
+// Element arithmetic (core/element_arithmetic.h) against a float64 reference: fp32
+// accumulation, one rounding, the vector path equal to the scalar path bit for bit (lengths
+// around the vector width), and exact averaging. It stays with the comm tests, whose buffer
+// helpers it uses.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 #include "tests/comm/comm_test_util.h"
 
 using namespace zrt;
-using namespace zrt::comm;
 using test::Buf;
 
 TEST_CASE("sumInto equals the float64 sum rounded once (fp32 accumulation)") {

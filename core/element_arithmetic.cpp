@@ -1,4 +1,4 @@
-#include "comm/reduce_kernels.h"
+#include "core/element_arithmetic.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace zrt::comm {
+namespace zrt {
 namespace {
 
 // F16C through cpuid (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
@@ -188,4 +188,13 @@ void storeElement(DType dtype, void* buf, std::size_t i, float value) {
   }
 }
 
-}  // namespace zrt::comm
+void widenInto(DType t, const void* x, float* acc, std::size_t count, bool add) {
+  const auto* h = static_cast<const std::uint16_t*>(x);
+  const auto* f = static_cast<const float*>(x);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float v = t == DType::F32 ? f[i] : t == DType::BF16 ? bf16ToFloat(h[i]) : halfToFloat(h[i]);
+    acc[i] = add ? acc[i] + v : v;
+  }
+}
+
+}  // namespace zrt

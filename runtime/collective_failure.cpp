@@ -1,0 +1,50 @@
+#include "runtime/collective_failure.h"
+
+#include <algorithm>
+#include <map>
+
+namespace zrt {
+namespace {
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t nl = s.find('\n', at);
+    lines.push_back(s.substr(at, nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
+  std::string mine;
+  for (const std::string& line : describeParams(model)) mine += line + "\n";
+  const std::vector<std::string> all = comm::allGatherStrings(comm, mine);
+  if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) return;
+  std::vector<std::vector<std::string>> lines;
+  std::size_t most = 0;
+  for (const std::string& s : all) {
+    lines.push_back(splitLines(s));
+    most = std::max(most, lines.back().size());
+  }
+  for (std::size_t i = 0; i < most; ++i) {
+    std::map<std::string, std::string> ranksBy;  // what was registered -> which ranks
+    for (std::size_t r = 0; r < lines.size(); ++r) {
+      const std::string what = i < lines[r].size() ? "'" + lines[r][i] + "'" : "nothing (" +
+                               std::to_string(lines[r].size()) + " parameters in all)";
+      std::string& ranks = ranksBy[what];
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (ranksBy.size() == 1) continue;
+    std::string detail;
+    for (const auto& [what, ranks] : ranksBy) detail += "\n  rank(s) " + ranks + ": " + what;
+    ZRT_THROW(InvalidArgument, "engine: ranks registered different models; first difference at "
+              "parameter #", i, ":", detail);
+  }
+}
+
+}  // namespace zrt

@@ -1,0 +1,105 @@
+// The Engine's private parts, shared by the files that implement it:
+//   engine_assembly.cpp  builds the parts from the config and the layout, once;
+//   engine.cpp           the micro-step and step loop, which asks the parts;
+//   shard_optimizer.cpp  the optimizer on this rank's shard;
+//   engine_checkpoint.cpp the checkpoint view (runtime/checkpoint/engine_view.h).
+// The parts: the model states (and, offloaded, the swap spaces, the I/O engine, the optimizer
+// swapper and the parameter shard stores), this rank's gradients (RankGradients, with the
+// stage's GradientPolicy) and where the parameters live (the stage's ParameterHome).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "offload/offload_engine.h"
+#include "offload/pinned_buffer_pool.h"
+#include "offload/swap_space.h"
+#include "partition/model_states.h"
+#include "partition/param_store.h"
+#include "runtime/engine.h"
+#include "runtime/engine_layout.h"
+#include "runtime/loss_scaler.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/optimizer_swapper.h"
+#include "runtime/rank_gradients.h"
+#include "runtime/stage_policy.h"
+
+namespace zrt {
+
+struct Engine::Impl {
+  using Clock = std::chrono::steady_clock;
+
+  Impl(const Config& c, Device& d, comm::Communicator& cm, EngineModel m)
+      : config(c), device(d), comm(cm), model(std::move(m)) {}
+
+  Config config;
+  Device& device;
+  comm::Communicator& comm;
+  EngineModel model;
+  int world = 1;
+  int rank = 0;
+  int stage = 0;
+  DType dtype = DType::F32;
+  std::size_t es = 4;
+  int accumulation = 1;
+  ModelLayout layout;
+
+  // ---- The parts (engine_assembly.cpp), in the order they are built and must die. ----
+  // offload_optimizer = nvme: the pinned buffers, the I/O engine reading into them and the swap
+  // directory, all outliving the model states whose swap files live there.
+  std::unique_ptr<offload::PinnedBufferPool> swapBuffers;
+  std::unique_ptr<offload::OffloadEngine> io;
+  std::unique_ptr<offload::SwapSpace> swapSpace;
+  std::unique_ptr<offload::SwapSpace> paramSwapSpace;  // offload_param's own nvme_path
+  std::unique_ptr<ModelStates> states;
+  // offload_param nvme: the trainable and frozen shards, part in host memory, part on NVMe.
+  std::unique_ptr<ParamShardStore> trainableStore, frozenStore;
+  std::unique_ptr<OptimizerSwapper> swapper;
+  std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
+  std::unique_ptr<RankGradients> gradients;
+  std::unique_ptr<comm::Communicator> gatherLane;  // outlives the parameter home that posts to it
+  std::unique_ptr<ParameterHome> parameters;
+  LossScaler scaler;
+  LrSchedule schedule = LrSchedule::fromConfig(SchedulerConfig{}, 0.0);
+
+  // ---- Per step and micro-step (engine.cpp). ----
+  int micro = 0;  // micro-steps finished in this step
+  bool inMicro = false;
+  std::vector<char> done;
+  std::string misuse;
+  int handedOut = -1;  // module whose gradients are in the workspace
+  std::int64_t attempted = 0;
+  std::int64_t taken = 0;
+  double computeSeconds = 0, commSeconds = 0;
+  FetchCounts fetches;  // stage 3, this step
+  Clock::time_point microStart;
+
+  bool optimizerOffloaded() const { return static_cast<bool>(states->gradientHostShard()); }
+  const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
+  void checkModule(std::size_t module) const;
+
+  // engine_assembly.cpp
+  void validate();
+  void layOut();
+  void initialise();
+  void connect();  // the collective parts: buckets, gather lane, parameter home
+  // engine.cpp
+  void misused(std::string what) {
+    if (misuse.empty()) misuse = std::move(what);
+  }
+  void agreeNoMisuse();
+  // shard_optimizer.cpp
+  double groupLr(int group, std::int64_t step) const;
+  double groupWeightDecay(int group) const;
+  void runOptimizer(double gradScale);
+  void copyUpdateUp();
+  void stepWindow(const GradientShard& grads, double gradScale, std::uint64_t begin, std::uint64_t count,
+                  float* master, float* moment0, float* moment1);
+};
+
+}  // namespace zrt
