@@ -1,0 +1,234 @@
+// zrt._zrt.Engine: the C++ Engine (runtime/engine.h) for zrt.initialize (python/zrt/engine.py).
+// The Python side registers a torch model's parameters as modules (plain data: names, shapes,
+// initial values as buffers) and drives the micro-step protocol from torch hooks; tensors cross
+// as numpy views of the Engine's memory. MPI is initialised on first use (MPI_THREAD_MULTIPLE)
+// and finalised by zrt's atexit handler, once every Engine is gone.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi_env.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/memory_ledger.h"
+#include "runtime/engine.h"
+#include "python/bindings/buffers.h"
+#include "python/bindings/module.h"
+
+namespace py = pybind11;
+
+namespace zrt::python {
+namespace {
+
+std::unique_ptr<comm::MpiEnvironment>& mpiEnvironment() {
+  static std::unique_ptr<comm::MpiEnvironment> env;
+  return env;
+}
+
+// Engines alive: MPI may be finalised only when none is left (each owns a communicator).
+int& liveEngines() {
+  static int n = 0;
+  return n;
+}
+
+void ensureMpi() {
+  if (mpiEnvironment()) return;
+  int argc = 0;
+  char** argv = nullptr;
+  mpiEnvironment() = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
+}
+
+// One parameter as Python registers it.
+struct PyParam {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  py::buffer values;  // float32, numel elements: the initial value
+  bool trainable = true;
+};
+
+EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+  EngineModel model;
+  for (const auto& [name, params] : modules) {
+    ModuleSpec m{name, {}};
+    for (const PyParam& p : params) {
+      ParamSpec s;
+      s.name = p.name;
+      s.shape = p.shape;
+      s.trainable = p.trainable;
+      const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, false, false);
+      if (v.dtype != DType::F32)
+        ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " must be float32");
+      if (v.numel != numelOf(s))
+        ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " has ", v.numel,
+                  " elements; its shape holds ", numelOf(s));
+      const auto* f = static_cast<const float*>(v.data);
+      s.init = init::values(std::vector<float>(f, f + v.numel));
+      m.params.push_back(std::move(s));
+    }
+    model.modules.push_back(std::move(m));
+  }
+  return model;
+}
+
+// Owns what an Engine needs alive beside it: config, ledger, device, communicator.
+class PyEngine {
+ public:
+  PyEngine(const std::string& configText, const std::string& source,
+           const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
+      : comm_((ensureMpi(), MPI_COMM_WORLD)),
+        config_(parseConfig(configText, source, comm_.size())),
+        device_(makeDevice(deviceSpec(config_), ledger_)) {
+    EngineModel model = modelOf(modules);
+    py::gil_scoped_release unlocked;
+    engine_ = std::make_unique<Engine>(config_, *device_, comm_, std::move(model));
+    ++liveEngines();
+  }
+  ~PyEngine() { --liveEngines(); }
+  PyEngine(const PyEngine&) = delete;
+  PyEngine& operator=(const PyEngine&) = delete;
+
+  Engine& e() { return *engine_; }
+  int rank() const { return comm_.rank(); }
+  int worldSize() const { return comm_.size(); }
+
+  py::list views(const std::vector<TensorRef>& refs, const py::object& self) {
+    py::list out;
+    for (const TensorRef& t : refs) {
+      if (t.data) out.append(arrayOver(t.data, t.dtype, *t.shape, self));
+      else out.append(py::none());
+    }
+    return out;
+  }
+
+ private:
+  comm::MpiCommunicator comm_;
+  Config config_;
+  MemoryLedger ledger_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Engine> engine_;
+};
+
+py::dict reportOf(const StepReport& r) {
+  py::dict d;
+  d["step"] = r.step;
+  d["taken"] = r.taken;
+  d["grad_norm"] = r.gradNorm;
+  d["loss_scale"] = r.lossScale;
+  d["lr"] = r.lr;
+  d["compute_seconds"] = r.computeSeconds;
+  d["comm_seconds"] = r.commSeconds;
+  d["optimizer_seconds"] = r.optimizerSeconds;
+  d["io_seconds"] = r.ioSeconds;
+  d["gathers_on_demand"] = r.gathersOnDemand;
+  d["gathers_prefetched"] = r.gathersPrefetched;
+  d["gathers_reused"] = r.gathersReused;
+  return d;
+}
+
+}  // namespace
+
+void bindEngine(py::module_& m) {
+  py::class_<PyParam>(m, "ParamSpec")
+      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::buffer values, bool trainable) {
+             return PyParam{std::move(name), std::move(shape), std::move(values), trainable};
+           }),
+           py::arg("name"), py::arg("shape"), py::arg("values"), py::arg("trainable"));
+
+  // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
+  using G = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init<const std::string&, const std::string&,
+                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&>(),
+           py::arg("config_text"), py::arg("source"), py::arg("modules"))
+      .def_property_readonly("rank", &PyEngine::rank)
+      .def_property_readonly("world_size", &PyEngine::worldSize)
+      .def_property_readonly("stage", [](PyEngine& p) { return p.e().stage(); })
+      .def_property_readonly("precision", [](PyEngine& p) { return std::string(nameOf(p.e().precision())); })
+      .def_property_readonly("accumulation_steps", [](PyEngine& p) { return p.e().accumulationSteps(); })
+      .def_property_readonly("num_modules", [](PyEngine& p) { return p.e().numModules(); })
+      .def("gradient_seed", [](PyEngine& p) { return p.e().gradientSeed(); })
+      .def("loss_scale", [](PyEngine& p) { return p.e().lossScale(); })
+      .def("begin_micro_step", [](PyEngine& p) { p.e().beginMicroStep(); }, G())
+      .def("parameters",
+           [](py::object self, std::size_t module) {
+             PyEngine& p = self.cast<PyEngine&>();
+             std::vector<TensorRef> refs;
+             {
+               py::gil_scoped_release unlocked;
+               refs = p.e().parameters(module);
+             }
+             return p.views(refs, self);
+           })
+      .def("release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
+      // Module m's gradients from Python buffers (None for a parameter without one this
+      // micro-step: zeros), written into the Engine's buffers and handed on (backwardDone).
+      .def("report_gradients",
+           [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::buffer>>& grads) {
+             const std::vector<TensorRef> refs = p.e().gradients(module);
+             if (grads.size() != refs.size())
+               ZRT_THROW(InvalidArgument, "report_gradients: module ", p.e().moduleName(module), " has ",
+                         refs.size(), " parameters, ", grads.size(), " gradients given");
+             for (std::size_t i = 0; i < refs.size(); ++i) {
+               const TensorRef& t = refs[i];
+               if (!t.data) continue;  // frozen
+               const std::size_t bytes = t.numel * dtypeSize(t.dtype);
+               if (!grads[i]) {
+                 std::memset(t.data, 0, bytes);
+                 continue;
+               }
+               const BufferView g = viewOf(*grads[i], "gradient of " + *t.name, false);
+               if (g.dtype != t.dtype || g.numel != t.numel)
+                 ZRT_THROW(InvalidArgument, "gradient of ", p.e().moduleName(module), ".", *t.name, ": ",
+                           g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,
+                           " of ", nameOf(t.dtype));
+               std::memcpy(t.data, g.data, bytes);
+             }
+             py::gil_scoped_release unlocked;
+             p.e().backwardDone(module);
+           })
+      .def("end_micro_step", [](PyEngine& p) { p.e().endMicroStep(); }, G())
+      .def("step",
+           [](PyEngine& p) {
+             StepReport r;
+             {
+               py::gil_scoped_release unlocked;
+               r = p.e().step();
+             }
+             return reportOf(r);
+           })
+      .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
+      .def("save", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().save(dir, tag); }, G())
+      .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
+      .def("parameter_values",
+           [](PyEngine& p, std::size_t module, std::size_t param) {
+             std::vector<float> v;
+             {
+               py::gil_scoped_release unlocked;
+               v = p.e().parameterValues(module, param);
+             }
+             return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
+           });
+
+  m.def("finalize",
+        [] {
+          if (liveEngines() > 0) {
+            // Finalising under a live communicator would crash its progress thread; leaving
+            // MPI initialised only draws Open MPI's complaint at exit.
+            std::fprintf(stderr, "zrt: %d engine(s) still referenced at exit (a tensor viewing its memory?); "
+                         "MPI is not finalised\n", liveEngines());
+            return;
+          }
+          mpiEnvironment().reset();
+        },
+        "Finalises MPI if zrt initialised it (zrt's atexit handler calls it after the engines are gone).");
+}
+
+}  // namespace zrt::python
