@@ -8,10 +8,15 @@ if(NOT ZRT_BUILD_PYTHON STREQUAL "OFF" AND NOT ZRT_SANITIZE AND NOT ZRT_TSAN AND
   if(ZRT_BUILD_PYTHON STREQUAL "ON")
     set(_zrt_python_required REQUIRED)
   endif()
-  # The interpreter the tests use (the venv sees Debian's python3-torch), when there is one;
-  # scikit-build-core passes its own in Python_EXECUTABLE.
-  if(NOT Python_EXECUTABLE AND EXISTS ${PROJECT_SOURCE_DIR}/.venv/bin/python3)
-    set(Python_EXECUTABLE ${PROJECT_SOURCE_DIR}/.venv/bin/python3)
+  # The interpreter the tests use, when there is one: the venv scripts/install-deps.sh makes
+  # (ZRT_VENV, default .venv; it sees Debian's python3-torch). The extension is built for that
+  # Python's version. scikit-build-core passes its own in Python_EXECUTABLE.
+  set(_zrt_venv $ENV{ZRT_VENV})
+  if(NOT _zrt_venv)
+    set(_zrt_venv ${PROJECT_SOURCE_DIR}/.venv)
+  endif()
+  if(NOT Python_EXECUTABLE AND EXISTS ${_zrt_venv}/bin/python3)
+    set(Python_EXECUTABLE ${_zrt_venv}/bin/python3)
   endif()
   find_package(Python 3.9 COMPONENTS Interpreter Development.Module ${_zrt_python_required})
   if(Python_FOUND)

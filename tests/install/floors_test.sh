@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # floors_test.sh SOURCE_DIR — no folder includes one above it (docs/architecture.md):
-#   core/ < comm/, offload/ (each on core only) < partition/ < runtime/ < tools/
-# A library folder may include its own headers and those of the floors below; tools/ may use
-# any library folder. Fails naming every include that reaches up or sideways.
+#   core/ < comm/, offload/ (each on core only) < partition/ < runtime/ < tools/, python/
+# A library folder may include its own headers and those of the floors below; tools/ and python/
+# (the zrt package's bindings) may use any library folder. Fails naming every include that reaches up or sideways.
 set -euo pipefail
 src=$1
 declare -A allowed=(
