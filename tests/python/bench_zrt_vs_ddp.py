@@ -70,10 +70,10 @@ def main():
 
     rows = []
 
-    def record(name, seconds):
+    def record(name, seconds, report=None):
         rss = [None] * world
         dist.all_gather_object(rss, peak_rss_mib())
-        rows.append((name, tokens / seconds, rss))
+        rows.append((name, tokens / seconds, rss, report))
 
     # DDP with gloo, torch.optim.AdamW.
     peak_rss_reset()
@@ -102,7 +102,7 @@ def main():
         def zrt_step(s):
             engine.backward(loss_of(engine, mine(s)))
             engine.step()
-        record(name, timed(zrt_step, a.steps))
+        record(name, timed(zrt_step, a.steps), engine.last_report)
         engine.close()
         del engine
 
@@ -112,9 +112,11 @@ def main():
               f"parameters; {world} ranks x {a.micro} sequences; median of {a.steps} steps; torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads per rank")
         ddp = rows[0][1]
-        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   peak RSS per rank (MiB)")
-        for name, tps, rss in rows:
-            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   " + " ".join(f"{r:.0f}" for r in rss))
+        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} "
+              "last step: compute / comm waited / optimizer s")
+        for name, tps, rss, r in rows:
+            split = f"{r['compute_seconds']:.3f} / {r['comm_seconds']:.3f} / {r['optimizer_seconds']:.3f}" if r else ""
+            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} {split}")
     dist.barrier()
     dist.destroy_process_group()
 
