@@ -207,6 +207,7 @@ void bindEngine(py::module_& m) {
       .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
       .def("save", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().save(dir, tag); }, G())
       .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
+      .def("load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); }, G())
       .def("parameter_values",
            [](PyEngine& p, std::size_t module, std::size_t param) {
              std::vector<float> v;

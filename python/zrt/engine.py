@@ -256,6 +256,15 @@ class Engine:
                 self._bind_views(i)
         return os.path.join(os.fspath(load_dir), "" if tag is None else str(tag)), {}
 
+    def load_weights(self, path):
+        """Parameters only (and the master weights), by name, from a checkpoint directory or a
+        safetensors file whose names are "<module>.<param>", the model's own (zrt-ckpt export
+        writes one); the optimizer state is kept. Collective."""
+        self._engine.load_weights(os.fspath(path))
+        if self.stage != 3:
+            for i in range(len(self._mods)):
+                self._bind_views(i)
+
     def fp32_state_dict(self):
         """Every parameter's current value in fp32 (the master weights), by the model's own
         names. Collective at stage 3."""

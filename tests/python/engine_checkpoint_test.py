@@ -2,7 +2,9 @@
 20 steps at ZeRO stage 3 and resumed by a new engine at stage 1 ends with the same bits as the
 run that never stopped; the checkpoint is the C++ Engine's own, so zrt-ckpt (its path is the
 first argument, when the tools are built) verifies it and exports the model to safetensors,
-whose tensors, read by the safetensors package under the model's own names, are the saved values."""
+whose tensors, read by the safetensors package under the model's own names, are the saved values
+and load into a new engine (engine.load_weights) as them. A forward-only evaluation through the
+engine (no_grad, eval mode) gives the loss plain torch gives with the engine's values."""
 import os
 import subprocess
 import sys
@@ -35,6 +37,16 @@ def train(engine, data, steps):
         engine.step()
 
 
+def wait_for(path, seconds=30):
+    """Rank 0 writes the export; the other ranks wait for it (no torch.distributed here)."""
+    import time
+    end = time.monotonic() + seconds
+    while not os.path.exists(path + ".done"):
+        if time.monotonic() > end:
+            sys.exit(f"{path} did not appear within {seconds} s")
+        time.sleep(0.05)
+
+
 def main():
     ckpt_tool = sys.argv[1] if len(sys.argv) > 1 else None
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
@@ -63,6 +75,15 @@ def main():
         assert torch.equal(ended[k], v), f"rank {rank}: {k}: the resumed run differs from the straight one"
     moved = max((final[k] - saved[k]).abs().max().item() for k in final)
     assert moved > 1e-3, "the second half of training changed nothing"
+    # A forward-only evaluation (no gradients, outside a micro-step) gives what a plain torch
+    # model with the engine's values gives.
+    plain = GPT2()
+    plain.load_state_dict(ended)
+    resumed.eval()
+    with torch.no_grad():
+        ours, theirs = loss_of(resumed, data[0]).item(), loss_of(plain, data[0]).item()
+    assert abs(ours - theirs) <= 1e-6 * abs(theirs), f"evaluation: engine {ours}, plain torch {theirs}"
+    resumed.train()
     resumed.close()
     print(f"rank {rank}: resumed at stage 1 from stage 3's checkpoint: same bits after 10 more steps")
 
@@ -75,7 +96,18 @@ def main():
         assert sorted(exported) == sorted(saved), f"exported names {sorted(exported)}"
         for k, v in saved.items():
             assert torch.equal(exported[k].view(-1), v.view(-1)), f"exported {k} differs"
+        open(out + ".done", "w").close()
         print("rank 0: zrt-ckpt verified and exported the checkpoint; safetensors reads the saved values")
+    if ckpt_tool:
+        # The exported file loads into a new engine (another stage) by the model's own names.
+        weights = os.path.join(ckpt, "model.safetensors")
+        fresh = engine_for(2, world)
+        wait_for(weights)
+        fresh.load_weights(weights)
+        for k, v in fresh.fp32_state_dict().items():
+            assert torch.equal(v.view(-1), saved[k].view(-1)), f"rank {rank}: {k} differs after load_weights"
+        fresh.close()
+        print(f"rank {rank}: load_weights from zrt-ckpt's safetensors export gives the saved values")
     if rank == 0:
         import shutil
         shutil.rmtree(ckpt, ignore_errors=True)
