@@ -83,21 +83,44 @@ class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
-      : comm_((ensureMpi(), MPI_COMM_WORLD)),
-        config_(parseConfig(configText, source, comm_.size())),
+      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))),
+        config_(parseConfig(configText, source, comm_->size())),
         device_(makeDevice(deviceSpec(config_), ledger_)) {
     EngineModel model = modelOf(modules);
     py::gil_scoped_release unlocked;
-    engine_ = std::make_unique<Engine>(config_, *device_, comm_, std::move(model));
+    engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
     ++liveEngines();
   }
   ~PyEngine() { --liveEngines(); }
   PyEngine(const PyEngine&) = delete;
   PyEngine& operator=(const PyEngine&) = delete;
 
-  Engine& e() { return *engine_; }
-  int rank() const { return comm_.rank(); }
-  int worldSize() const { return comm_.size(); }
+  Engine& e() {
+    if (!engine_) ZRT_THROW(InvalidArgument, "engine: used after it left its peers (abandon)");
+    return *engine_;
+  }
+  int rank() const { return comm_ ? comm_->rank() : -1; }
+  int worldSize() const { return comm_ ? comm_->size() : 0; }
+
+  // The Python program is ending on an unhandled exception while the peers may still wait in
+  // the step's collectives: the Engine and communicator are destroyed as a C++ exception would
+  // destroy them, during unwinding, so their collective frees are skipped and MPI_Finalize gets
+  // a bounded grace (comm/mpi/left_peers.h) instead of waiting for the peers forever.
+  void abandon() {
+    struct Leaving {};
+    struct Unwound {
+      PyEngine* self;
+      ~Unwound() {
+        self->engine_.reset();
+        self->comm_.reset();
+      }
+    };
+    try {
+      const Unwound u{this};
+      throw Leaving{};
+    } catch (const Leaving&) {
+    }
+  }
 
   py::list views(const std::vector<TensorRef>& refs, const py::object& self) {
     py::list out;
@@ -109,7 +132,7 @@ class PyEngine {
   }
 
  private:
-  comm::MpiCommunicator comm_;
+  std::unique_ptr<comm::MpiCommunicator> comm_;
   Config config_;
   MemoryLedger ledger_;
   std::unique_ptr<Device> device_;
@@ -204,6 +227,7 @@ void bindEngine(py::module_& m) {
              }
              return reportOf(r);
            })
+      .def("abandon", &PyEngine::abandon)
       .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
       .def("save", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().save(dir, tag); }, G())
       .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())

@@ -287,6 +287,12 @@ class Engine:
         self._engine = None
         _live.discard(self)
 
+    def _abandon(self):
+        if self._engine is not None:
+            self._engine.abandon()
+            self._engine = None
+        _live.discard(self)
+
     def train(self, mode=True):
         self.module.train(mode)
         return self
@@ -300,10 +306,31 @@ class Engine:
 _live = weakref.WeakSet()
 
 
+_failing = []  # set when the program ends on an unhandled exception
+
+
+def _note_failure(hook):
+    def excepthook(*info):
+        _failing.append(info[0])
+        hook(*info)
+    return excepthook
+
+
+import sys  # noqa: E402
+
+sys.excepthook = _note_failure(sys.excepthook)
+
+
 @atexit.register
 def _finalize():
     for e in list(_live):
-        e.close()
+        if _failing:
+            # The other ranks may be waiting in this step's collectives: leave them (no
+            # collective teardown) so this rank ends within ZRT_UNWIND_GRACE_S with its error
+            # printed, and the launcher and the peers' watchdogs end the job.
+            e._abandon()
+        else:
+            e.close()
     import gc
     gc.collect()  # an Engine in a reference cycle (hooks refer to it) goes before MPI does
     _zrt.finalize()
