@@ -113,8 +113,6 @@ def main():
             ("stage 2, optimizer on cpu", dict(stage=2, optimizer="cpu"), 1e-5),
             ("stage 3, optimizer and parameters on cpu", dict(stage=3, optimizer="cpu", param="cpu"), 1e-5),
             ("stage 3, optimizer and parameters on nvme", dict(stage=3, optimizer="nvme", param="nvme", nvme=nvme), 1e-5),
-            ("stage 2, accumulation 2", dict(stage=2, gas=2), 1e-5),
-            ("stage 2, clipping 0.5", dict(stage=2, clip=0.5), 1e-5),
             ("stage 2, accumulation 2, clipping 0.5", dict(stage=2, gas=2, clip=0.5), 1e-5),
             ("stage 3, accumulation 2, clipping 0.5", dict(stage=3, gas=2, clip=0.5), 1e-5),
             # bf16 against torch doing the same mixed precision (reference_bf16): two ways of
