@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -54,7 +55,32 @@ struct PyParam {
   bool trainable = true;
 };
 
+// Rank 0's initial values, on every rank (as deepspeed.initialize broadcasts rank 0's model):
+// ranks that built their models from different seeds would otherwise train different replicas
+// at stages 0-2 without a word. Every parameter goes in one flat broadcast after the ranks have
+// agreed on its length, so models that differ fail on every rank instead of mismatching calls
+// (the Engine then compares names and shapes).
+void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
+  long long mine[2] = {static_cast<long long>(params), static_cast<long long>(flat.size())};
+  long long lo[2], hi[2];
+  if (MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
+      MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    ZRT_THROW(ExternalError, "zrt.initialize: MPI_Allreduce of the model's size failed");
+  if (lo[0] != hi[0] || lo[1] != hi[1])
+    ZRT_THROW(InvalidArgument, "zrt.initialize: the ranks registered different models (this rank: ", mine[0],
+              " parameters, ", mine[1], " elements; over the ranks ", lo[0], "-", hi[0], " parameters, ", lo[1],
+              "-", hi[1], " elements)");
+  constexpr std::size_t kChunk = std::size_t{1} << 28;  // elements per MPI call: counts are int
+  for (std::size_t at = 0; at < flat.size(); at += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, flat.size() - at));
+    if (MPI_Bcast(flat.data() + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      ZRT_THROW(ExternalError, "zrt.initialize: MPI_Bcast of the initial parameter values failed");
+  }
+}
+
 EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+  std::vector<float> flat;
+  std::vector<std::size_t> begin;
   EngineModel model;
   for (const auto& [name, params] : modules) {
     ModuleSpec m{name, {}};
@@ -70,10 +96,22 @@ EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam
         ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " has ", v.numel,
                   " elements; its shape holds ", numelOf(s));
       const auto* f = static_cast<const float*>(v.data);
-      s.init = init::values(std::vector<float>(f, f + v.numel));
+      begin.push_back(flat.size());
+      flat.insert(flat.end(), f, f + v.numel);
       m.params.push_back(std::move(s));
     }
     model.modules.push_back(std::move(m));
+  }
+  {
+    py::gil_scoped_release unlocked;
+    broadcastFromRankZero(flat, begin.size());
+  }
+  std::size_t k = 0;
+  for (ModuleSpec& m : model.modules) {
+    for (ParamSpec& s : m.params) {
+      const auto* f = flat.data() + begin[k++];
+      s.init = init::values(std::vector<float>(f, f + numelOf(s)));
+    }
   }
   return model;
 }

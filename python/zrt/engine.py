@@ -345,7 +345,8 @@ def initialize(model=None, config=None, model_parameters=None, **kwargs):
     """A ZRT engine training `model` by the DeepSpeed JSON `config` (a dict or a path), as
     deepspeed.initialize, with the config's optimizer (it returns the engine alone). Run under
     `mpirun -np N python3 train.py`: every process is one data-parallel rank; no
-    torch.distributed set-up is needed. Every rank must build the same model (seed it)."""
+    torch.distributed set-up is needed. Every rank builds the same model (names and shapes); the
+    initial values are rank 0's, broadcast, as DeepSpeed does."""
     if kwargs:
         raise TypeError(f"zrt.initialize: unsupported arguments {sorted(kwargs)}")
     if model_parameters is not None:

@@ -4,7 +4,8 @@ run that never stopped; the checkpoint is the C++ Engine's own, so zrt-ckpt (its
 first argument, when the tools are built) verifies it and exports the model to safetensors,
 whose tensors, read by the safetensors package under the model's own names, are the saved values
 and load into a new engine (engine.load_weights) as them. A forward-only evaluation through the
-engine (no_grad, eval mode) gives the loss plain torch gives with the engine's values."""
+engine (no_grad, eval mode) gives the loss plain torch gives with the engine's values. Ranks that
+build their models from different seeds train rank 0's initial values."""
 import os
 import subprocess
 import sys
@@ -55,6 +56,15 @@ def main():
     base = os.environ.get("ZRT_TEST_SHARED_DIR", tempfile.gettempdir())
     # Every rank writes into the same directory: its name comes from mpirun's job id.
     ckpt = os.path.join(base, f"zrt-py-ckpt-{os.environ.get('OMPI_MCA_ess_base_jobid', os.getppid())}")
+
+    # The initial values are rank 0's, whatever the other ranks built.
+    torch.manual_seed(100 + rank)
+    differing = zrt.initialize(model=GPT2(), config=config(2, world))
+    torch.manual_seed(100)
+    rank0 = GPT2().state_dict()
+    for k, v in differing.fp32_state_dict().items():
+        assert torch.equal(v, rank0[k]), f"rank {rank}: {k} is not rank 0's initial value"
+    differing.close()
 
     straight = engine_for(3, world)
     train(straight, data, range(10))
