@@ -33,6 +33,10 @@ def _config_text(config):
     raise TypeError(f"zrt.initialize: config must be a dict or a path to a JSON file, not {type(config).__name__}")
 
 
+class _ParamView:
+    """Marks a saved tensor packed as (base parameter, size, stride, offset)."""
+
+
 class _GatherForBackward(torch.autograd.Function):
     """Identity on a stage-3 module's output; its backward gathers the module again first."""
 
@@ -97,6 +101,7 @@ class Engine:
                 if p.requires_grad:
                     p.register_hook(self._grad_hook(i, k))
         self._expected = [sum(1 for _, p in own if p.requires_grad) for _, _, own in self._mods]
+        self._param_ids = {id(p) for _, _, own in self._mods for _, p in own}
         for i in range(len(self._mods)):
             if self.stage == 3:
                 self._free(i)
@@ -196,7 +201,27 @@ class Engine:
             self._in_micro = True
             self._reported = set()
             self._pending = {}
+        if self.stage == 3 and self._in_micro and torch.is_grad_enabled():
+            # Autograd would keep views of the parameters it saves (a Linear saves weight.t()),
+            # and with them each module's gathered copy until its backward: the whole model,
+            # which stage 3 exists to avoid. A view of a parameter is saved as the recipe to
+            # make it again from the copy gathered for the module's backward.
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                return self.module(*args, **kwargs)
         return self.module(*args, **kwargs)
+
+    def _pack(self, t):
+        base = t._base
+        if base is not None and id(base) in self._param_ids:
+            return (_ParamView, base, t.size(), t.stride(), t.storage_offset())
+        return t
+
+    @staticmethod
+    def _unpack(saved):
+        if isinstance(saved, tuple) and saved and saved[0] is _ParamView:
+            _, base, size, stride, offset = saved
+            return base.data.as_strided(size, stride, offset)
+        return saved
 
     def backward(self, loss):
         if not self._in_micro:
