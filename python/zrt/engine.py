@@ -15,6 +15,7 @@ Memory crosses as numpy views (the buffer protocol): no torch C++ ABI is linked.
 import atexit
 import json
 import os
+import sys
 import weakref
 
 import torch
@@ -118,7 +119,7 @@ class Engine:
         _, _, own = self._mods[i]
         arrays = self._engine.parameters(i)
         try:
-            for (pname, p), a, shape in zip(own, arrays, self._shapes(i)):
+            for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
                 p.data = from_array(a, self.dtype, shape).clone()
         finally:
             self._engine.release(i)
@@ -340,8 +341,6 @@ def _note_failure(hook):
         hook(*info)
     return excepthook
 
-
-import sys  # noqa: E402
 
 sys.excepthook = _note_failure(sys.excepthook)
 

@@ -6,7 +6,6 @@ import os
 import sys
 import tempfile
 
-import torch
 
 import zrt
 from tiny_gpt2 import GPT2
