@@ -88,7 +88,8 @@ def main():
     del model, opt
 
     import zrt
-    nvme_dir = a.nvme or tempfile.mkdtemp(prefix=f"zrt-bench-{rank}-")
+    scratch = None if a.nvme else tempfile.TemporaryDirectory(prefix=f"zrt-bench-{rank}-")
+    nvme_dir = a.nvme or scratch.name
     base = {"train_batch_size": a.micro * world, "train_micro_batch_size_per_gpu": a.micro,
             "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
     runs = [("zrt stage 0", {"stage": 0}),
@@ -119,6 +120,8 @@ def main():
             print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} {split}")
     dist.barrier()
     dist.destroy_process_group()
+    if scratch:
+        scratch.cleanup()
 
 
 main()
