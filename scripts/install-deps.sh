@@ -23,6 +23,7 @@ packages=(
   ocl-icd-opencl-dev opencl-c-headers # oneDNN's CMake config looks for OpenCL
   libexpat1-dev                       # zrt-ladder's SVG test parses the chart as XML
   python3 python3-torch python3-numpy # test oracle (torch.optim)
+  python3-dev pybind11-dev            # the zrt Python package (python/): headers, pybind11
   python3-venv python3-yaml python3-requests python3-psutil  # the tests' venv (below)
   fio                                 # offload benchmark reference
   clang libclang-rt-dev libomp-dev    # fuzz targets: libFuzzer (clang's runtime), OpenMP for clang

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # floors_test.sh SOURCE_DIR — no folder includes one above it (docs/architecture.md):
-#   core/ < comm/, offload/ (each on core only) < partition/ < runtime/ < tools/
-# A library folder may include its own headers and those of the floors below; tools/ may use
-# any library folder. Inside a library floor the same holds for sub-folders: a file may include
-# headers of its own folder, of the folders above it on its path (comm/mpi/shm/ may include
+#   core/ < comm/, offload/ (each on core only) < partition/ < runtime/ < tools/, python/
+# A library folder may include its own headers and those of the floors below; tools/ and python/
+# (the zrt package's bindings) may use any library folder. Inside a library floor the same holds
+# for sub-folders: a file may include headers of its own folder, of the folders above it on its path (comm/mpi/shm/ may include
 # comm/mpi/ and comm/) and of the folders below it (comm/mpi/ may include comm/mpi/shm/, a part
 # of it), never of a sibling or cousin (comm/threads/ may not include comm/mpi/): a part two
 # folders share belongs in their common parent. Fails naming every include that reaches up or

@@ -1,0 +1,297 @@
+// zrt._zrt.Engine: the C++ Engine (runtime/engine.h) for zrt.initialize (python/zrt/engine.py).
+// The Python side registers a torch model's parameters as modules (plain data: names, shapes,
+// initial values as buffers) and drives the micro-step protocol from torch hooks; tensors cross
+// as numpy views of the Engine's memory. MPI is initialised on first use (MPI_THREAD_MULTIPLE)
+// and finalised by zrt's atexit handler, once every Engine is gone.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi_env.h"
+#include "core/config/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/memory_ledger.h"
+#include "runtime/engine.h"
+#include "python/bindings/buffers.h"
+#include "python/bindings/module.h"
+
+namespace py = pybind11;
+
+namespace zrt::python {
+namespace {
+
+std::unique_ptr<comm::MpiEnvironment>& mpiEnvironment() {
+  static std::unique_ptr<comm::MpiEnvironment> env;
+  return env;
+}
+
+// Engines alive: MPI may be finalised only when none is left (each owns a communicator).
+int& liveEngines() {
+  static int n = 0;
+  return n;
+}
+
+void ensureMpi() {
+  if (mpiEnvironment()) return;
+  int argc = 0;
+  char** argv = nullptr;
+  mpiEnvironment() = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
+}
+
+// One parameter as Python registers it.
+struct PyParam {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  py::buffer values;  // float32, numel elements: the initial value
+  bool trainable = true;
+};
+
+// Rank 0's initial values, on every rank (as deepspeed.initialize broadcasts rank 0's model):
+// ranks that built their models from different seeds would otherwise train different replicas
+// at stages 0-2 without a word. Every parameter goes in one flat broadcast after the ranks have
+// agreed on its length, so models that differ fail on every rank instead of mismatching calls
+// (the Engine then compares names and shapes).
+void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
+  long long mine[2] = {static_cast<long long>(params), static_cast<long long>(flat.size())};
+  long long lo[2], hi[2];
+  if (MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
+      MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    ZRT_THROW(ExternalError, "zrt.initialize: MPI_Allreduce of the model's size failed");
+  if (lo[0] != hi[0] || lo[1] != hi[1])
+    ZRT_THROW(InvalidArgument, "zrt.initialize: the ranks registered different models (this rank: ", mine[0],
+              " parameters, ", mine[1], " elements; over the ranks ", lo[0], "-", hi[0], " parameters, ", lo[1],
+              "-", hi[1], " elements)");
+  constexpr std::size_t kChunk = std::size_t{1} << 28;  // elements per MPI call: counts are int
+  for (std::size_t at = 0; at < flat.size(); at += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, flat.size() - at));
+    if (MPI_Bcast(flat.data() + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      ZRT_THROW(ExternalError, "zrt.initialize: MPI_Bcast of the initial parameter values failed");
+  }
+}
+
+EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+  std::vector<float> flat;
+  std::vector<std::size_t> begin;
+  EngineModel model;
+  for (const auto& [name, params] : modules) {
+    ModuleSpec m{name, {}};
+    for (const PyParam& p : params) {
+      ParamSpec s;
+      s.name = p.name;
+      s.shape = p.shape;
+      s.trainable = p.trainable;
+      const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, false, false);
+      if (v.dtype != DType::F32)
+        ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " must be float32");
+      if (v.numel != numelOf(s))
+        ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " has ", v.numel,
+                  " elements; its shape holds ", numelOf(s));
+      const auto* f = static_cast<const float*>(v.data);
+      begin.push_back(flat.size());
+      flat.insert(flat.end(), f, f + v.numel);
+      m.params.push_back(std::move(s));
+    }
+    model.modules.push_back(std::move(m));
+  }
+  {
+    py::gil_scoped_release unlocked;
+    broadcastFromRankZero(flat, begin.size());
+  }
+  std::size_t k = 0;
+  for (ModuleSpec& m : model.modules) {
+    for (ParamSpec& s : m.params) {
+      const auto* f = flat.data() + begin[k++];
+      s.init = init::values(std::vector<float>(f, f + numelOf(s)));
+    }
+  }
+  return model;
+}
+
+// Owns what an Engine needs alive beside it: config, ledger, device, communicator.
+class PyEngine {
+ public:
+  PyEngine(const std::string& configText, const std::string& source,
+           const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
+      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))),
+        config_(parseConfig(configText, source, comm_->size())),
+        device_(makeDevice(deviceSpec(config_), ledger_)) {
+    EngineModel model = modelOf(modules);
+    py::gil_scoped_release unlocked;
+    engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
+    ++liveEngines();
+  }
+  ~PyEngine() { --liveEngines(); }
+  PyEngine(const PyEngine&) = delete;
+  PyEngine& operator=(const PyEngine&) = delete;
+
+  Engine& e() {
+    if (!engine_) ZRT_THROW(InvalidArgument, "engine: used after it left its peers (abandon)");
+    return *engine_;
+  }
+  int rank() const { return comm_ ? comm_->rank() : -1; }
+  int worldSize() const { return comm_ ? comm_->size() : 0; }
+
+  // The Python program is ending on an unhandled exception while the peers may still wait in
+  // the step's collectives: the Engine and communicator are destroyed as a C++ exception would
+  // destroy them, during unwinding, so their collective frees are skipped and MPI_Finalize gets
+  // a bounded grace (comm/mpi/left_peers.h) instead of waiting for the peers forever.
+  void abandon() {
+    struct Leaving {};
+    struct Unwound {
+      PyEngine* self;
+      ~Unwound() {
+        self->engine_.reset();
+        self->comm_.reset();
+      }
+    };
+    try {
+      const Unwound u{this};
+      throw Leaving{};
+    } catch (const Leaving&) {
+    }
+  }
+
+  py::list views(const std::vector<TensorRef>& refs, const py::object& self) {
+    py::list out;
+    for (const TensorRef& t : refs) {
+      if (t.data) out.append(arrayOver(t.data, t.dtype, *t.shape, self));
+      else out.append(py::none());
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<comm::MpiCommunicator> comm_;
+  Config config_;
+  MemoryLedger ledger_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Engine> engine_;
+};
+
+py::dict reportOf(const StepReport& r) {
+  py::dict d;
+  d["step"] = r.step;
+  d["taken"] = r.taken;
+  d["grad_norm"] = r.gradNorm;
+  d["loss_scale"] = r.lossScale;
+  d["lr"] = r.lr;
+  d["compute_seconds"] = r.computeSeconds;
+  d["comm_seconds"] = r.commSeconds;
+  d["optimizer_seconds"] = r.optimizerSeconds;
+  d["io_seconds"] = r.ioSeconds;
+  d["gathers_on_demand"] = r.gathersOnDemand;
+  d["gathers_prefetched"] = r.gathersPrefetched;
+  d["gathers_reused"] = r.gathersReused;
+  return d;
+}
+
+}  // namespace
+
+void bindEngine(py::module_& m) {
+  py::class_<PyParam>(m, "ParamSpec")
+      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::buffer values, bool trainable) {
+             return PyParam{std::move(name), std::move(shape), std::move(values), trainable};
+           }),
+           py::arg("name"), py::arg("shape"), py::arg("values"), py::arg("trainable"));
+
+  // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
+  using G = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init<const std::string&, const std::string&,
+                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&>(),
+           py::arg("config_text"), py::arg("source"), py::arg("modules"))
+      .def_property_readonly("rank", &PyEngine::rank)
+      .def_property_readonly("world_size", &PyEngine::worldSize)
+      .def_property_readonly("stage", [](PyEngine& p) { return p.e().stage(); })
+      .def_property_readonly("precision", [](PyEngine& p) { return std::string(nameOf(p.e().precision())); })
+      .def_property_readonly("accumulation_steps", [](PyEngine& p) { return p.e().accumulationSteps(); })
+      .def_property_readonly("num_modules", [](PyEngine& p) { return p.e().numModules(); })
+      .def("gradient_seed", [](PyEngine& p) { return p.e().gradientSeed(); })
+      .def("loss_scale", [](PyEngine& p) { return p.e().lossScale(); })
+      .def("begin_micro_step", [](PyEngine& p) { p.e().beginMicroStep(); }, G())
+      .def("parameters",
+           [](py::object self, std::size_t module) {
+             PyEngine& p = self.cast<PyEngine&>();
+             std::vector<TensorRef> refs;
+             {
+               py::gil_scoped_release unlocked;
+               refs = p.e().parameters(module);
+             }
+             return p.views(refs, self);
+           })
+      .def("release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
+      // Module m's gradients from Python buffers (None for a parameter without one this
+      // micro-step: zeros), written into the Engine's buffers and handed on (backwardDone).
+      .def("report_gradients",
+           [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::buffer>>& grads) {
+             const std::vector<TensorRef> refs = p.e().gradients(module);
+             if (grads.size() != refs.size())
+               ZRT_THROW(InvalidArgument, "report_gradients: module ", p.e().moduleName(module), " has ",
+                         refs.size(), " parameters, ", grads.size(), " gradients given");
+             for (std::size_t i = 0; i < refs.size(); ++i) {
+               const TensorRef& t = refs[i];
+               if (!t.data) continue;  // frozen
+               const std::size_t bytes = t.numel * dtypeSize(t.dtype);
+               if (!grads[i]) {
+                 std::memset(t.data, 0, bytes);
+                 continue;
+               }
+               const BufferView g = viewOf(*grads[i], "gradient of " + *t.name, false);
+               if (g.dtype != t.dtype || g.numel != t.numel)
+                 ZRT_THROW(InvalidArgument, "gradient of ", p.e().moduleName(module), ".", *t.name, ": ",
+                           g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,
+                           " of ", nameOf(t.dtype));
+               std::memcpy(t.data, g.data, bytes);
+             }
+             py::gil_scoped_release unlocked;
+             p.e().backwardDone(module);
+           })
+      .def("end_micro_step", [](PyEngine& p) { p.e().endMicroStep(); }, G())
+      .def("step",
+           [](PyEngine& p) {
+             StepReport r;
+             {
+               py::gil_scoped_release unlocked;
+               r = p.e().step();
+             }
+             return reportOf(r);
+           })
+      .def("abandon", &PyEngine::abandon)
+      .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
+      .def("save", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().save(dir, tag); }, G())
+      .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
+      .def("load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); }, G())
+      .def("parameter_values",
+           [](PyEngine& p, std::size_t module, std::size_t param) {
+             std::vector<float> v;
+             {
+               py::gil_scoped_release unlocked;
+               v = p.e().parameterValues(module, param);
+             }
+             return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
+           });
+
+  m.def("finalize",
+        [] {
+          if (liveEngines() > 0) {
+            // Finalising under a live communicator would crash its progress thread; leaving
+            // MPI initialised only draws Open MPI's complaint at exit.
+            std::fprintf(stderr, "zrt: %d engine(s) still referenced at exit (a tensor viewing its memory?); "
+                         "MPI is not finalised\n", liveEngines());
+            return;
+          }
+          mpiEnvironment().reset();
+        },
+        "Finalises MPI if zrt initialised it (zrt's atexit handler calls it after the engines are gone).");
+}
+
+}  // namespace zrt::python

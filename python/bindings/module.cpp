@@ -1,0 +1,14 @@
+// zrt._zrt: the extension module behind the `zrt` package (python/zrt). Python users import
+// zrt, zrt.ops; this module is its private C++ half.
+#include <pybind11/pybind11.h>
+
+#include "python/bindings/errors.h"
+#include "python/bindings/module.h"
+
+PYBIND11_MODULE(_zrt, m) {
+  m.doc() = "ZRT's C++ runtime, bound for the zrt package (use zrt and zrt.ops, not this module)";
+  zrt::python::registerErrorTranslator();
+  zrt::python::bindCpuAdam(m);
+  zrt::python::bindAsyncIo(m);
+  zrt::python::bindEngine(m);
+}

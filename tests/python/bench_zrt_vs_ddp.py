@@ -1,0 +1,127 @@
+"""Benchmark: the GPT-2 of tiny_gpt2.py (larger settings) trained on N ranks by PyTorch DDP
+(gloo) and by zrt.initialize at ZeRO stage 0, 3 and 3 with optimizer state and parameters on
+NVMe, in one run. Prints tokens/s (all ranks together, the median of the timed steps) and each
+rank's peak RSS during each phase (VmHWM, reset between phases through /proc/self/clear_refs),
+and zrt's tokens/s as a multiple of DDP's (targets: >= 1.0x at stage 0, 0.9x at 3, 0.75x on NVMe).
+
+  mpirun -np 2 python3 tests/python/bench_zrt_vs_ddp.py [--layers 4 --d 256 --steps 10 --nvme DIR]
+
+Not a ctest test (its length is a benchmark's); PYTHONPATH must reach the zrt package (an
+installed one, or build/python) and this folder."""
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+
+from tiny_gpt2 import GPT2, batches, loss_of
+
+
+def peak_rss_reset():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def timed(step, steps, warmup=2):
+    times = []
+    for s in range(warmup + steps):
+        t0 = time.perf_counter()
+        step(s)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[warmup:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--micro", type=int, default=8, help="sequences per rank per step")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--nvme", default=None, help="directory for the NVMe run (default: a temporary one)")
+    a = ap.parse_args()
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    data = batches(a.steps + 2, a.micro * world, a.context, a.vocab)
+    tokens = a.micro * world * a.context  # per step, all ranks
+
+    def make():
+        torch.manual_seed(0)
+        return GPT2(vocab=a.vocab, context=a.context, d=a.d, layers=a.layers, heads=a.heads)
+
+    def mine(s):
+        return data[s][rank * a.micro:(rank + 1) * a.micro]
+
+    rows = []
+
+    def record(name, seconds, report=None):
+        rss = [None] * world
+        dist.all_gather_object(rss, peak_rss_mib())
+        rows.append((name, tokens / seconds, rss, report))
+
+    # DDP with gloo, torch.optim.AdamW.
+    peak_rss_reset()
+    model = torch.nn.parallel.DistributedDataParallel(make())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def ddp_step(s):
+        opt.zero_grad()
+        loss_of(model, mine(s)).backward()
+        opt.step()
+    record("DDP (gloo)", timed(ddp_step, a.steps))
+    del model, opt
+
+    import zrt
+    scratch = None if a.nvme else tempfile.TemporaryDirectory(prefix=f"zrt-bench-{rank}-")
+    nvme_dir = a.nvme or scratch.name
+    base = {"train_batch_size": a.micro * world, "train_micro_batch_size_per_gpu": a.micro,
+            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    runs = [("zrt stage 0", {"stage": 0}),
+            ("zrt stage 3", {"stage": 3}),
+            ("zrt stage 3 + NVMe", {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": nvme_dir},
+                                    "offload_param": {"device": "nvme", "nvme_path": nvme_dir}})]
+    for name, zero in runs:
+        peak_rss_reset()
+        engine = zrt.initialize(model=make(), config=dict(base, zero_optimization=zero))
+
+        def zrt_step(s):
+            engine.backward(loss_of(engine, mine(s)))
+            engine.step()
+        record(name, timed(zrt_step, a.steps), engine.last_report)
+        engine.close()
+        del engine
+
+    if rank == 0:
+        params = sum(p.numel() for p in make().parameters())
+        print(f"GPT-2: {a.layers} layers, d={a.d}, vocab {a.vocab}, context {a.context}: {params / 1e6:.2f} M "
+              f"parameters; {world} ranks x {a.micro} sequences; median of {a.steps} steps; torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads per rank")
+        ddp = rows[0][1]
+        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} "
+              "last step: compute / comm waited / optimizer s")
+        for name, tps, rss, r in rows:
+            split = f"{r['compute_seconds']:.3f} / {r['comm_seconds']:.3f} / {r['optimizer_seconds']:.3f}" if r else ""
+            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} {split}")
+    dist.barrier()
+    dist.destroy_process_group()
+    if scratch:
+        scratch.cleanup()
+
+
+main()

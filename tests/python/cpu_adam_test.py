@@ -1,0 +1,58 @@
+"""zrt.ops.CPUAdam against torch.optim.AdamW (adamw_mode=True) and torch.optim.Adam
+(adamw_mode=False, L2 weight decay) over 100 steps of the tiny GPT-2: every parameter within
+1e-6 (relative to its largest element); DeepSpeedCPUAdam's refusals, and a bad hyperparameter
+raised with the C++ message naming it."""
+import sys
+
+import torch
+
+import zrt
+from tiny_gpt2 import GPT2, batches, loss_of
+
+STEPS = 100
+
+
+def worst_relative(a, b):
+    return max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(a.parameters(), b.parameters()))
+
+
+def compare(make_ours, make_reference, what):
+    torch.manual_seed(0)
+    ours, ref = GPT2(), GPT2()
+    ref.load_state_dict(ours.state_dict())
+    opt_ours, opt_ref = make_ours(ours.parameters()), make_reference(ref.parameters())
+    data = batches(STEPS, 4, 16, 64)
+    for s in range(STEPS):
+        for model, opt in ((ours, opt_ours), (ref, opt_ref)):
+            opt.zero_grad()
+            loss_of(model, data[s]).backward()
+            opt.step()
+    worst = worst_relative(ours, ref)
+    print(f"{what}: worst relative difference after {STEPS} steps {worst:.3g}")
+    assert worst <= 1e-6, f"{what}: {worst} > 1e-6"
+    # Training moved the parameters (the comparison is not of two untouched models).
+    assert loss_of(ours, data[0]).item() < loss_of(GPT2(), data[0]).item()
+
+
+compare(lambda p: zrt.ops.CPUAdam(p, lr=1e-2, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1), "AdamW")
+compare(lambda p: zrt.ops.CPUAdam(p, lr=1e-2, weight_decay=0.05, adamw_mode=False),
+        lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.05), "Adam (L2 decay)")
+
+for bad, needle in ((dict(amsgrad=True), "amsgrad"), (dict(fp32_optimizer_states=False), "fp32")):
+    try:
+        zrt.ops.CPUAdam([torch.nn.Parameter(torch.zeros(2))], **bad)
+    except ValueError as e:
+        assert needle in str(e), e
+    else:
+        sys.exit(f"CPUAdam accepted {bad}")
+try:
+    p = torch.nn.Parameter(torch.zeros(2))
+    p.grad = torch.ones(2)
+    zrt.ops.CPUAdam([p], lr=-1.0).step()
+except zrt.errors.InvalidArgument as e:
+    print("negative lr:", e)
+    assert "lr" in str(e)
+else:
+    sys.exit("CPUAdam accepted lr=-1")
+print("ok")
