@@ -1,8 +1,10 @@
 // The Engine as an assembler: from the config and the model's layout it builds, once, the model
 // states and what they need offloaded (swap spaces, the I/O engine, the optimizer swapper, the
 // parameter shard stores), this rank's gradients with the stage's GradientPolicy, and the
-// stage's ParameterHome with its collective parts (buckets, gather lane, coordinator). The only
-// branches on the stage and on the optional parts are here, where the parts are chosen.
+// stage's ParameterHome with its collective parts (buckets, gather lane, coordinator). The stage
+// is decided here, where the parts are chosen; the optional parts (the optimizer swapper, a
+// trainable-only store) are still tested where they are used (engine.cpp's step,
+// engine_checkpoint.cpp).
 #include <algorithm>
 #include <cstring>
 #include <filesystem>

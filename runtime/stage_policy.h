@@ -5,9 +5,10 @@
 //     stages 2/3) and where the optimizer finds the step's gradients;
 //   ParameterHome: where a parameter lives (whole on every rank, stages 0-2, or a shard gathered
 //     module by module, stage 3) and how the updated shard gets back to every rank.
-// Adding a stage or an offload tier means one more implementation of one of them
-// (runtime/replicated_gradients.cpp, sharded_gradients.cpp, whole_parameters.cpp,
-// partitioned_parameters.cpp), not a branch in every method of the Engine.
+// Adding a stage means one more implementation of one of them (runtime/replicated_gradients.cpp,
+// sharded_gradients.cpp, whole_parameters.cpp, partitioned_parameters.cpp), not a branch in every
+// method of the Engine. The offload tiers are not policies yet: the optimizer's NVMe swapper is
+// still a branch of the step (engine.cpp).
 // The policies hold no buffers: RankGradients and the model states own them.
 #pragma once
 

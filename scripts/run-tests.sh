@@ -116,7 +116,9 @@ phase "install (install-deps.sh)"
 bash scripts/install-deps.sh
 
 phase "build: release (build)"
-bash scripts/build.sh build
+# ZRT_BUILD_PYTHON=ON: the zrt package and its tests are part of the suite; if install-deps.sh
+# failed to provide pybind11 or the Python headers, the build stops rather than dropping them.
+bash scripts/build.sh build -DZRT_BUILD_PYTHON=ON
 phase "suite: release (build)"
 run_suite build
 

@@ -177,7 +177,7 @@ ReduceBuckets reduceBucketBytes(const BufferInputs& in) {
   if (pd.trainable == 0) return {};
   const std::uint64_t bucket = std::max<std::uint64_t>(1, nonNegative(in.zero.reduce_bucket_size));
   // The Engine accumulates in the bucketer from the second micro-step on at stages 2-3, unless
-  // the fp32 accumulator takes the sum (runtime/engine.cpp, beginMicroStep).
+  // the fp32 accumulator takes the sum (runtime/sharded_gradients.cpp).
   const bool accumulates = in.stage >= 2 && in.gradAccum > 1 && in.placement.gradientAccumulator.elements == 0;
   if (in.trainableTensors.empty()) {
     // Tensors not known (a bare parameter count): as if every tensor were small, buckets of
