@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -186,6 +187,22 @@ TEST_CASE("host-strict: a host write of device memory dies too; other faults are
   INFO("child stderr: " << err);
   CHECK(WIFSIGNALED(status));
   CHECK(err.find("allocation 'activations' at offset 7 of 100 bytes") != std::string::npos);
+}
+
+TEST_CASE("host-strict: a fault outside device memory goes to the handler before it") {
+  auto [status, err] = inChild([] {
+    MemoryLedger ledger;
+    StrictDevice dev(ledger, 1 << 20, 0us);
+    DeviceMemory d = dev.allocate(100, MemTag::Activations);
+    // A page of no access that is not device memory.
+    void* p = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) ::_exit(3);
+    static_cast<volatile std::uint8_t*>(p)[5] = 1;
+  });
+  INFO("child stderr: " << err);
+  // Killed by the signal, or ended by a sanitizer's report: not a clean exit, and not our text.
+  CHECK_FALSE((WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3)));
+  CHECK(err.find("host touched device memory") == std::string::npos);
 }
 
 TEST_CASE("the config's zrt.device takes host-strict") {
