@@ -119,8 +119,8 @@ TEST_CASE("host-strict: with the delay on, a missing wait reads stale data") {
   DeviceMemory d = dev.allocate(n, MemTag::Activations);
   auto producer = dev.createStream();
   auto consumer = dev.createStream();
-  dev.memsetAsync(d.data(), 0, n, *producer);         // done at ~150 ms
-  dev.copyAsync(d.data(), src.data(), n, *producer);  // done at ~300 ms
+  for (int i = 0; i < 3; ++i) dev.memsetAsync(d.data(), 0, n, *producer);  // ~150, 300, 450 ms
+  dev.copyAsync(d.data(), src.data(), n, *producer);                        // done at ~600 ms
   std::vector<std::uint8_t> back(n, 0xff);
   dev.copyAsync(back.data(), d.data(), n, *consumer);  // no wait: runs at ~150 ms
   consumer->synchronize();
