@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/host_device.h"
 #include "core/log.h"
+#include "core/strict_device.h"
 #include "core/units.h"
 #include "core/build_config.h"
 #if ZRT_HAVE_CUDA
@@ -54,7 +55,7 @@ void DeviceMemory::reset() {
 }
 
 DeviceMemory Device::allocate(std::size_t bytes, MemTag tag) {
-  void* p = bytes ? rawAllocate(bytes) : nullptr;
+  void* p = bytes ? rawAllocateTagged(bytes, tag) : nullptr;
   ledger_->charge(tag, MemPlace::Device, bytes);
   return DeviceMemory(this, p, bytes, tag, MemPlace::Device);
 }
@@ -75,11 +76,12 @@ void Device::throwOutOfMemory(std::size_t bytes, std::string_view what, std::uin
 std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger) {
   std::string kind = spec.substr(0, spec.find(':'));
   std::string arg = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
-  if (kind == "host") {
+  if (kind == "host" || kind == "host-strict") {
     std::uint64_t capacity = 16ull << 30;
     if (!arg.empty()) capacity = parseBytes(arg, "host device capacity");
     else if (const char* env = std::getenv("ZRT_HOST_DEVICE_MEMORY"); env && *env)
       capacity = parseBytes(env, "ZRT_HOST_DEVICE_MEMORY");
+    if (kind == "host-strict") return std::make_unique<StrictDevice>(ledger, capacity);
     return std::make_unique<HostDevice>(ledger, capacity);
   }
   if (kind == "cuda") {
@@ -99,7 +101,8 @@ std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger
 #endif
   }
   ZRT_THROW(InvalidArgument, "unknown device spec '", spec,
-            "': expected host, host:<capacity>, cuda or cuda:<ordinal>");
+            "': expected host, host:<capacity>, host-strict, host-strict:<capacity>, "
+            "cuda or cuda:<ordinal>");
 }
 
 bool cudaDeviceAvailable() {

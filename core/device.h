@@ -92,6 +92,10 @@ class Device {
   virtual std::string name() const = 0;
   // Bytes of device memory this device may hand out in all.
   virtual std::uint64_t capacity() const = 0;
+  // True when host code may load and store this device's memory directly (the plain host
+  // device); false for a GPU and for the strict host device ("host-strict"), whose device memory
+  // faults on a host access.
+  virtual bool hostReadsDeviceMemory() const { return kind() == DeviceKind::Host; }
 
   // Device memory; throws OutOfMemory (with the ledger table) when it does not fit.
   DeviceMemory allocate(std::size_t bytes, MemTag tag);
@@ -112,6 +116,9 @@ class Device {
 
  protected:
   virtual void* rawAllocate(std::size_t bytes) = 0;
+  // What allocate() calls: a backend that wants to know the tag (to name it in a fault) overrides
+  // this one.
+  virtual void* rawAllocateTagged(std::size_t bytes, MemTag /*tag*/) { return rawAllocate(bytes); }
   virtual void rawFree(void* ptr, std::size_t bytes) noexcept = 0;
   virtual void* rawAllocatePinned(std::size_t bytes) = 0;
   virtual void rawFreePinned(void* ptr, std::size_t bytes) noexcept = 0;
@@ -125,8 +132,9 @@ class Device {
   MemoryLedger* ledger_;
 };
 
-// Builds a device from a spec: "host", "host:<capacity>" (e.g. "host:8G"), "cuda", "cuda:<n>".
-// The host device's capacity defaults to ZRT_HOST_DEVICE_MEMORY, else 16 GiB.
+// Builds a device from a spec: "host", "host:<capacity>" (e.g. "host:8G"), "host-strict",
+// "host-strict:<capacity>" (StrictDevice: device memory the host cannot touch), "cuda",
+// "cuda:<n>". A host device's capacity defaults to ZRT_HOST_DEVICE_MEMORY, else 16 GiB.
 std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger);
 
 // True when this build has CUDA and a driver with at least one device answers.

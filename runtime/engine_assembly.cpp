@@ -46,6 +46,14 @@ void Engine::Impl::validate() {
   if (device.kind() != DeviceKind::Host)
     ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
               " is not supported yet; the engine's step runs on the host device");
+  // The strict host device faults on any host access to device memory, and the engine's step
+  // is host code on device pointers.
+  if (!device.hostReadsDeviceMemory())
+    ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
+              " is not supported yet: the engine touches device memory from the host at every "
+              "ZeRO stage (the model's forward and backward, the gradient reduction and the "
+              "optimizer step run as host code on device pointers); a device-clean engine is "
+              "issue 30. Use device host");
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
   dtype = trainingPrecision(config);

@@ -356,13 +356,14 @@ void readZrt(ConfigSection& root, ZrtConfig& z) {
   std::string arg =
       device.find(':') == std::string::npos ? "" : device.substr(device.find(':') + 1);
   std::uint64_t capacity = 0;
-  if (kind == "host") {
+  const bool hostKind = kind == "host" || kind == "host-strict";
+  if (hostKind) {
     if (!arg.empty()) {
       try {
         capacity = parseBytes(arg, "host device capacity");
       } catch (const InvalidArgument&) {
         sec.fail("device", "bad capacity '" + arg + "' in \"" + device +
-                               "\": expected host:<bytes> such as host:16G");
+                               "\": expected " + kind + ":<bytes> such as " + kind + ":16G");
       }
     }
   } else if (kind == "cuda") {
@@ -371,7 +372,9 @@ void readZrt(ConfigSection& root, ZrtConfig& z) {
       sec.fail("device", "bad ordinal in \"" + device + "\": expected cuda or cuda:<n>");
   } else {
     sec.fail("device",
-             "unknown device \"" + device + "\": expected host, host:<bytes>, cuda or cuda:<n>");
+             "unknown device \"" + device +
+                 "\": expected host, host:<bytes>, host-strict, host-strict:<bytes>, cuda or "
+                 "cuda:<n>");
   }
   // 0 (the default) leaves the capacity to ZRT_HOST_DEVICE_MEMORY or makeDevice()'s default.
   std::uint64_t memory = sec.readBytes("host_device_memory", 0, atLeast(0));
@@ -379,13 +382,13 @@ void readZrt(ConfigSection& root, ZrtConfig& z) {
     sec.fail("host_device_memory", detail::cat(memory,
                                                " bytes is too small for a device; give at "
                                                "least 1M, or 0 for the default"));
-  if (memory != 0 && kind != "host")
+  if (memory != 0 && !hostKind)
     sec.fail("host_device_memory",
              "applies to the host device only, but device is \"" + device + "\"");
   if (memory != 0 && capacity != 0 && memory != capacity)
     sec.fail("host_device_memory", detail::cat(memory, " bytes conflicts with device \"", device,
                                                "\" (", capacity, " bytes); give the size once"));
-  z.device = kind == "host" ? "host" : device;
+  z.device = hostKind ? kind : device;
   z.host_device_memory = memory != 0 ? memory : capacity;
   z.comm_timeout_s = sec.readDouble("comm_timeout_s", z.comm_timeout_s, positive());
   z.metrics_address = sec.readString("metrics_address", z.metrics_address);

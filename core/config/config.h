@@ -118,7 +118,7 @@ struct AioConfig {
 
 // ZRT's own section ("zrt"), for what DeepSpeed has no key for.
 struct ZrtConfig {
-  std::string device = "host";           // "host", "host:<capacity>", "cuda", "cuda:<n>"
+  std::string device = "host";  // "host", "host-strict" (capacity below), "cuda", "cuda:<n>"
   std::uint64_t host_device_memory = 0;  // 0: ZRT_HOST_DEVICE_MEMORY or the default
   double comm_timeout_s = 600.0;         // a collective not done by then reports and aborts
   // Rank 0's Prometheus endpoint (runtime/metrics/metrics_server.h): 0 = off.
@@ -192,7 +192,8 @@ std::optional<OffloadRuleBreach> offloadRuleBreach(int stage, OffloadDevice opti
                                                    OffloadDevice param);
 
 // The device spec for makeDevice() (runtime/device.h) the config asks for: "host:<bytes>" when
-// zrt.host_device_memory is set, else zrt.device ("host", "cuda", "cuda:<n>").
+// zrt.host_device_memory is set ("host-strict:<bytes>" for the strict host device), else
+// zrt.device ("host", "host-strict", "cuda", "cuda:<n>").
 std::string deviceSpec(const Config& config);
 
 // The training dtype of parameters and gradients: bf16 or fp16 when enabled, else fp32.

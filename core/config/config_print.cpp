@@ -172,8 +172,8 @@ DType trainingPrecision(const Config& c) {
 }
 
 std::string deviceSpec(const Config& c) {
-  if (c.zrt.device == "host" && c.zrt.host_device_memory > 0)
-    return "host:" + std::to_string(c.zrt.host_device_memory);
+  if ((c.zrt.device == "host" || c.zrt.device == "host-strict") && c.zrt.host_device_memory > 0)
+    return c.zrt.device + ":" + std::to_string(c.zrt.host_device_memory);
   return c.zrt.device;
 }
 

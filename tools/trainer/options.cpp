@@ -51,7 +51,7 @@ void addFlags(CLI::App& app, Options& o) {
                "keep only each block's input and recompute the block in backward");
   app.add_flag("--checkpoint-offload", o.checkpointOffload,
                "with --activation-checkpointing: keep those inputs in pinned host memory");
-  app.add_option("--device", o.device, "host or cuda (default: the config's zrt.device)");
+  app.add_option("--device", o.device, "host, host-strict or cuda (default: the config's zrt.device)");
   app.add_option("--device-mem", o.deviceMem,
                  "capacity of the host device, e.g. 2G (default: the config's zrt.host_device_memory)");
   app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file, and rank 0's memory ledger in bytes after the last");
@@ -97,8 +97,8 @@ void checkOptions(const Options& o) {
     ZRT_THROW(InvalidArgument, "--save-on-signal needs --save-dir (where the checkpoint goes)");
   if (o.checkpointOffload && !o.activationCheckpointing)
     ZRT_THROW(InvalidArgument, "--checkpoint-offload needs --activation-checkpointing");
-  if (!o.device.empty() && o.device != "host" && o.device != "cuda")
-    ZRT_THROW(InvalidArgument, "--device ", o.device, ": expected host or cuda");
+  if (!o.device.empty() && o.device != "host" && o.device != "host-strict" && o.device != "cuda")
+    ZRT_THROW(InvalidArgument, "--device ", o.device, ": expected host, host-strict or cuda");
   if (!o.deviceMem.empty()) parseBytes(o.deviceMem, "--device-mem");
   if (!o.deviceMem.empty() && o.device == "cuda")
     ZRT_THROW(InvalidArgument, "--device-mem sets the host device's capacity; it does not apply to --device cuda");
@@ -125,13 +125,22 @@ std::string resumeDirectory(const Options& o) {
 
 std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
   std::string spec = configSpec;
-  if (!o.device.empty() && spec.rfind(o.device, 0) != 0) spec = o.device;
-  if (!o.deviceMem.empty()) spec = "host:" + std::to_string(parseBytes(o.deviceMem, "--device-mem"));
+  if (!o.device.empty() && spec.substr(0, spec.find(':')) != o.device) spec = o.device;
+  if (!o.deviceMem.empty())
+    spec = (spec.rfind("host-strict", 0) == 0 ? "host-strict:" : "host:") +
+           std::to_string(parseBytes(o.deviceMem, "--device-mem"));
   // The model's forward and backward are CPU code reading device memory directly; its CUDA path
   // comes with the GPU issue, so a cuda device would hand it pointers it cannot read.
   if (spec.rfind("cuda", 0) == 0)
     ZRT_THROW(InvalidArgument, "--device cuda", o.device.empty() ? " (from the config's zrt.device)" : "",
               ": not available yet (the model's CUDA path comes with the GPU issue); use --device host");
+  // The strict host device faults on any host access to device memory, and the model and the
+  // Engine still read and write device memory from the host.
+  if (spec.rfind("host-strict", 0) == 0)
+    ZRT_THROW(InvalidArgument, "--device host-strict", o.device.empty() ? " (from the config's zrt.device)" : "",
+              ": not available yet: the Engine touches device memory from the host at every ZeRO stage "
+              "(and the model's forward and backward read it directly); a device-clean Engine is issue 30. "
+              "Use --device host");
   return spec;
 }
 

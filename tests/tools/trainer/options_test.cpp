@@ -72,7 +72,7 @@ TEST_CASE("checks across flags name the flag") {
   CHECK(refusal(parse({"--init-from", "m.safetensors"})).empty());
   CHECK(has(refusal(parse({"--checkpoint-offload"})), "--checkpoint-offload needs --activation-checkpointing"));
   CHECK(refusal(parse({"--checkpoint-offload", "--activation-checkpointing"})).empty());
-  CHECK(has(refusal(parse({"--device", "tpu"})), "--device tpu: expected host or cuda"));
+  CHECK(has(refusal(parse({"--device", "tpu"})), "--device tpu: expected host, host-strict or cuda"));
   CHECK(has(refusal(parse({"--device-mem", "lots"})), "--device-mem"));
   CHECK(has(refusal(parse({"--save-on-signal"})), "--save-on-signal needs --save-dir"));
   CHECK(refusal(parse({"--save-on-signal", "--save-dir", "/tmp/x"})).empty());
@@ -108,6 +108,12 @@ TEST_CASE("the device: the config's, overridden by --device and --device-mem; cu
                        doctest::Contains("--device cuda: not available yet"), zrt::InvalidArgument);
   CHECK_THROWS_WITH_AS(deviceSpecFor(parse({}), "cuda:0"),
                        doctest::Contains("from the config's zrt.device"), zrt::InvalidArgument);
+  // The strict host device is refused until the Engine is device-clean (issue 30).
+  CHECK_THROWS_WITH_AS(deviceSpecFor(parse({"--device", "host-strict"}), "host"),
+                       doctest::Contains("--device host-strict: not available yet"), zrt::InvalidArgument);
+  CHECK_THROWS_WITH_AS(deviceSpecFor(parse({"--device-mem", "1G"}), "host-strict:1024"),
+                       doctest::Contains("issue 30"), zrt::InvalidArgument);
+  CHECK(deviceSpecFor(parse({"--device", "host"}), "host-strict:1024") == "host");
 }
 
 TEST_CASE("the progress line: on and off as asked; auto only on a terminal outside mpirun") {
