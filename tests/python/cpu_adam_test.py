@@ -16,10 +16,11 @@ def worst_relative(a, b):
     return max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(a.parameters(), b.parameters()))
 
 
-def compare(make_ours, make_reference, what):
+def compare(make_ours, make_reference, what, lr=1e-2):
     torch.manual_seed(0)
     ours, ref = GPT2(), GPT2()
-    ref.load_state_dict(ours.state_dict())
+    initial = {k: v.clone() for k, v in ours.state_dict().items()}
+    ref.load_state_dict(initial)
     opt_ours, opt_ref = make_ours(ours.parameters()), make_reference(ref.parameters())
     data = batches(STEPS, 4, 16, 64)
     for s in range(STEPS):
@@ -30,8 +31,14 @@ def compare(make_ours, make_reference, what):
     worst = worst_relative(ours, ref)
     print(f"{what}: worst relative difference after {STEPS} steps {worst:.3g}")
     assert worst <= 1e-6, f"{what}: {worst} > 1e-6"
-    # Training moved the parameters (the comparison is not of two untouched models).
-    assert loss_of(ours, data[0]).item() < loss_of(GPT2(), data[0]).item()
+    # Training moved the parameters (the comparison is not of two untouched models): from the
+    # initial values, by more than one step's lr, and the loss fell from the initial model's.
+    moved = max((v - initial[k]).abs().max().item() for k, v in ours.state_dict().items())
+    print(f"{what}: largest parameter change from the initial values {moved:.3g} (lr {lr})")
+    assert moved > lr, f"{what}: parameters moved at most {moved} from their initial values (lr {lr})"
+    start = GPT2()
+    start.load_state_dict(initial)
+    assert loss_of(ours, data[0]).item() < loss_of(start, data[0]).item(), f"{what}: the loss did not fall"
 
 
 compare(lambda p: zrt.ops.CPUAdam(p, lr=1e-2, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1),
