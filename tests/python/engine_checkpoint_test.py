@@ -1,7 +1,7 @@
 """engine.save_checkpoint / load_checkpoint on 2 ranks (mpirun -np 2): a run saved after 10 of
 20 steps at ZeRO stage 3 and resumed by a new engine at stage 1 ends with the same bits as the
 run that never stopped; the checkpoint is the C++ Engine's own, so zrt-ckpt (its path is the
-first argument, when the tools are built) verifies it and exports the model to safetensors,
+first argument, required: the test is registered only where the tools are built) verifies it and exports the model to safetensors,
 whose tensors, read by the safetensors package under the model's own names, are the saved values
 and load into a new engine (engine.load_weights) as them. A forward-only evaluation through the
 engine (no_grad, eval mode) gives the loss plain torch gives with the engine's values. Ranks that
@@ -48,8 +48,16 @@ def wait_for(path, seconds=30):
         time.sleep(0.05)
 
 
+def barrier(world):
+    """Every rank waits for the others: zrt.initialize agrees on the model's size with an
+    MPI_Allreduce over every rank (no torch.distributed or mpi4py here)."""
+    engine_for(1, world).close()
+
+
 def main():
-    ckpt_tool = sys.argv[1] if len(sys.argv) > 1 else None
+    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
+        sys.exit(f"usage: {sys.argv[0]} ZRT_CKPT (the zrt-ckpt executable; got {sys.argv[1:]})")
+    ckpt_tool = sys.argv[1]
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     data = batches(STEPS, BATCH, 16, 64)
@@ -57,58 +65,58 @@ def main():
     # Every rank writes into the same directory: its name comes from mpirun's job id.
     ckpt = os.path.join(base, f"zrt-py-ckpt-{os.environ.get('OMPI_MCA_ess_base_jobid', os.getppid())}")
 
-    # The initial values are rank 0's, whatever the other ranks built.
-    torch.manual_seed(100 + rank)
-    differing = zrt.initialize(model=GPT2(), config=config(2, world))
-    torch.manual_seed(100)
-    rank0 = GPT2().state_dict()
-    for k, v in differing.fp32_state_dict().items():
-        assert torch.equal(v, rank0[k]), f"rank {rank}: {k} is not rank 0's initial value"
-    differing.close()
+    try:
+        # The initial values are rank 0's, whatever the other ranks built.
+        torch.manual_seed(100 + rank)
+        differing = zrt.initialize(model=GPT2(), config=config(2, world))
+        torch.manual_seed(100)
+        rank0 = GPT2().state_dict()
+        for k, v in differing.fp32_state_dict().items():
+            assert torch.equal(v, rank0[k]), f"rank {rank}: {k} is not rank 0's initial value"
+        differing.close()
 
-    straight = engine_for(3, world)
-    train(straight, data, range(10))
-    straight.save_checkpoint(ckpt, "step10")
-    saved = straight.fp32_state_dict()
-    train(straight, data, range(10, 20))
-    final = straight.fp32_state_dict()
-    straight.close()
+        straight = engine_for(3, world)
+        train(straight, data, range(10))
+        straight.save_checkpoint(ckpt, "step10")
+        saved = straight.fp32_state_dict()
+        train(straight, data, range(10, 20))
+        final = straight.fp32_state_dict()
+        straight.close()
 
-    resumed = engine_for(1, world)
-    resumed.load_checkpoint(ckpt)  # the tag `latest` names
-    loaded = resumed.fp32_state_dict()
-    for k, v in saved.items():
-        assert torch.equal(loaded[k], v), f"rank {rank}: {k} differs after load"
-    train(resumed, data, range(10, 20))
-    ended = resumed.fp32_state_dict()
-    for k, v in final.items():
-        assert torch.equal(ended[k], v), f"rank {rank}: {k}: the resumed run differs from the straight one"
-    moved = max((final[k] - saved[k]).abs().max().item() for k in final)
-    assert moved > 1e-3, "the second half of training changed nothing"
-    # A forward-only evaluation (no gradients, outside a micro-step) gives what a plain torch
-    # model with the engine's values gives.
-    plain = GPT2()
-    plain.load_state_dict(ended)
-    resumed.eval()
-    with torch.no_grad():
-        ours, theirs = loss_of(resumed, data[0]).item(), loss_of(plain, data[0]).item()
-    assert abs(ours - theirs) <= 1e-6 * abs(theirs), f"evaluation: engine {ours}, plain torch {theirs}"
-    resumed.train()
-    resumed.close()
-    print(f"rank {rank}: resumed at stage 1 from stage 3's checkpoint: same bits after 10 more steps")
-
-    if rank == 0 and ckpt_tool:
-        subprocess.run([ckpt_tool, "verify", ckpt], check=True)
-        out = os.path.join(ckpt, "model.safetensors")
-        subprocess.run([ckpt_tool, "export", ckpt, "--out", out], check=True)
-        from safetensors.torch import load_file
-        exported = load_file(out)
-        assert sorted(exported) == sorted(saved), f"exported names {sorted(exported)}"
+        resumed = engine_for(1, world)
+        resumed.load_checkpoint(ckpt)  # the tag `latest` names
+        loaded = resumed.fp32_state_dict()
         for k, v in saved.items():
-            assert torch.equal(exported[k].view(-1), v.view(-1)), f"exported {k} differs"
-        open(out + ".done", "w").close()
-        print("rank 0: zrt-ckpt verified and exported the checkpoint; safetensors reads the saved values")
-    if ckpt_tool:
+            assert torch.equal(loaded[k], v), f"rank {rank}: {k} differs after load"
+        train(resumed, data, range(10, 20))
+        ended = resumed.fp32_state_dict()
+        for k, v in final.items():
+            assert torch.equal(ended[k], v), f"rank {rank}: {k}: the resumed run differs from the straight one"
+        moved = max((final[k] - saved[k]).abs().max().item() for k in final)
+        assert moved > 1e-3, "the second half of training changed nothing"
+        # A forward-only evaluation (no gradients, outside a micro-step) gives what a plain torch
+        # model with the engine's values gives.
+        plain = GPT2()
+        plain.load_state_dict(ended)
+        resumed.eval()
+        with torch.no_grad():
+            ours, theirs = loss_of(resumed, data[0]).item(), loss_of(plain, data[0]).item()
+        assert abs(ours - theirs) <= 1e-6 * abs(theirs), f"evaluation: engine {ours}, plain torch {theirs}"
+        resumed.train()
+        resumed.close()
+        print(f"rank {rank}: resumed at stage 1 from stage 3's checkpoint: same bits after 10 more steps")
+
+        if rank == 0:
+            subprocess.run([ckpt_tool, "verify", ckpt], check=True)
+            out = os.path.join(ckpt, "model.safetensors")
+            subprocess.run([ckpt_tool, "export", ckpt, "--out", out], check=True)
+            from safetensors.torch import load_file
+            exported = load_file(out)
+            assert sorted(exported) == sorted(saved), f"exported names {sorted(exported)}"
+            for k, v in saved.items():
+                assert torch.equal(exported[k].view(-1), v.view(-1)), f"exported {k} differs"
+            open(out + ".done", "w").close()
+            print("rank 0: zrt-ckpt verified and exported the checkpoint; safetensors reads the saved values")
         # The exported file loads into a new engine (another stage) by the model's own names.
         weights = os.path.join(ckpt, "model.safetensors")
         fresh = engine_for(2, world)
@@ -118,9 +126,12 @@ def main():
             assert torch.equal(v.view(-1), saved[k].view(-1)), f"rank {rank}: {k} differs after load_weights"
         fresh.close()
         print(f"rank {rank}: load_weights from zrt-ckpt's safetensors export gives the saved values")
-    if rank == 0:
-        import shutil
-        shutil.rmtree(ckpt, ignore_errors=True)
+        # Rank 0 removes the directory only once every rank has finished reading it.
+        barrier(world)
+    finally:
+        if rank == 0:
+            import shutil
+            shutil.rmtree(ckpt, ignore_errors=True)
     print(f"rank {rank}: ok")
 
 
