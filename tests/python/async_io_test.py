@@ -1,4 +1,5 @@
-"""zrt.ops.AsyncIO: tensors written and read back bit for bit (aligned and unaligned tensors,
+"""zrt.ops.AsyncIO: tensors written (their files hold the tensors' bytes, read with plain
+open()/numpy.fromfile at the expected offsets) and read back bit for bit (aligned and unaligned tensors,
 fp32/fp16/bf16/int64, several requests in flight, odd lengths, file offsets), and an injected
 EIO on one transfer raised from wait() as zrt.errors.IoError (an OSError) naming the file and
 the failed transfer's offset, after which the same handle still works."""
@@ -6,9 +7,26 @@ import os
 import sys
 import tempfile
 
+import numpy
 import torch
 
 import zrt
+
+
+def raw(t):
+    """A tensor's bytes as torch holds them (bf16 through an int16 view: numpy has no bf16)."""
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.contiguous().numpy().tobytes()
+
+
+def file_bytes(path, offset, n):
+    """n bytes of the file from offset, read with plain Python (not through the engine)."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        got = f.read(n)
+    assert len(got) == n, f"{path}: {len(got)} bytes at offset {offset}, expected {n}"
+    return got
 
 torch.manual_seed(0)
 with tempfile.TemporaryDirectory(prefix="zrt-aio-") as d:
@@ -20,6 +38,11 @@ with tempfile.TemporaryDirectory(prefix="zrt-aio-") as d:
     for t, p in zip(tensors, paths):
         io.async_pwrite(t, p)
     assert io.wait() == len(tensors)
+    # The files hold the tensors' bytes, read independently of AsyncIO.
+    for t, p in zip(tensors, paths):
+        want = raw(t)
+        assert os.path.getsize(p) >= len(want), f"{p}: {os.path.getsize(p)} bytes, expected {len(want)}"
+        assert file_bytes(p, 0, len(want)) == want, f"{p}: the file's bytes are not the {t.dtype} tensor's"
     back = [torch.empty_like(t) for t in tensors]
     for b, p in zip(back, paths):
         io.async_pread(b, p)
@@ -34,7 +57,10 @@ with tempfile.TemporaryDirectory(prefix="zrt-aio-") as d:
     shared = os.path.join(d, "shared.bin")
     for k in range(3):
         io.async_pwrite(big[k * 4096:(k + 1) * 4096], shared, file_offset=k * 16384)
-    io.wait()
+    assert io.wait() == 3
+    for k in range(3):
+        got = numpy.fromfile(shared, dtype=numpy.float32, count=4096, offset=k * 16384)
+        assert numpy.array_equal(got, big[k * 4096:(k + 1) * 4096].numpy()), f"{shared}: block {k} at offset {k * 16384}"
     part = torch.empty(4096)
     io.sync_pread(part, shared, file_offset=16384)
     assert torch.equal(part, big[4096:8192])
@@ -55,6 +81,7 @@ with tempfile.TemporaryDirectory(prefix="zrt-aio-") as d:
         sys.exit("the injected EIO was not raised")
     # The handle goes on: the next request (no fault left) succeeds.
     faulty.sync_pwrite(tensors[0], failing)
+    assert file_bytes(failing, 0, len(raw(tensors[0]))) == raw(tensors[0]), f"{failing}: rewrite differs"
     again = torch.empty_like(tensors[0])
     faulty.sync_pread(again, failing)
     assert torch.equal(again, tensors[0])
