@@ -11,8 +11,10 @@ waiting: the job must end within 10 s with ZRT's messages.
          ends the job (rank 0 reports the lost rank).
 Usage: dead_rank_test.py kill|throw MPIEXEC [FLAGS...] (the probe runs under it, 2 ranks)."""
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -23,13 +25,34 @@ if mode == "kill":
 else:
     env["ZRT_UNWIND_GRACE_S"] = "1"
 cmd = sys.argv[2:3] + ["-np", "2"] + sys.argv[3:] + [sys.executable, os.path.join(here, "dead_rank_probe.py"), mode]
-job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-lines, killed = [], None
-for line in job.stdout:  # ends when every process holding the pipe has exited
-    lines.append(line)
-    if line.startswith("rank 1 leaves") and killed is None:
-        killed = time.monotonic()
+DEADLINE_S = 30
+# Its own session (process group), so that on expiry mpirun and the ranks all go.
+job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       start_new_session=True)
+lines, left = [], []
+
+
+def read():
+    for line in job.stdout:  # ends when every process holding the pipe has exited
+        lines.append(line)
+        if line.startswith("rank 1 leaves") and not left:
+            left.append(time.monotonic())
+
+
+reader = threading.Thread(target=read, daemon=True)
+reader.start()
+reader.join(DEADLINE_S)
+if reader.is_alive():
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait()
+    print("".join(lines))
+    sys.exit(f"FAIL: the job ({' '.join(cmd)}) had not ended after {DEADLINE_S} s; its process group was "
+             "killed; its output so far is above")
 job.wait()
+killed = left[0] if left else None
 ended = time.monotonic()
 out = "".join(lines)
 print(out)
