@@ -89,6 +89,7 @@ class Engine:
             raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {a} is also {b}: a parameter shared "
                              "by two modules is not supported at ZeRO stage 3 (untie it)")
         self._in_micro = False
+        self._failed = None  # why an earlier backward left the engine unusable
         self._micro = 0
         self._pending = {}  # module index -> {param index: grad}
         self._reported = set()
@@ -196,7 +197,14 @@ class Engine:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
+    def _check_usable(self, what):
+        if self._failed is not None:
+            raise _zrt_error("InvalidArgument", f"engine.{what}: this engine is unusable: an earlier "
+                             f"engine.backward raised ({self._failed}) and left its micro-step open "
+                             "in the C++ Engine; close() it and make a new one")
+
     def forward(self, *args, **kwargs):
+        self._check_usable("forward")
         if self.module.training and torch.is_grad_enabled() and not self._in_micro:
             self._engine.begin_micro_step()
             self._in_micro = True
@@ -225,6 +233,7 @@ class Engine:
         return saved
 
     def backward(self, loss):
+        self._check_usable("backward")
         if not self._in_micro:
             raise _zrt_error("InvalidArgument", "engine.backward: no forward in training mode came first "
                              "(call engine(inputs) with model.train() and gradients enabled)")
@@ -234,6 +243,12 @@ class Engine:
             for i in range(len(self._mods)):
                 if i not in self._reported and self._expected[i] > 0:
                     self._report(i)
+        except BaseException as e:
+            # The C++ micro-step cannot be finished (some gradients were reported, others not):
+            # every later forward/backward/step raises this instead of a misleading protocol
+            # error ("beginMicroStep twice").
+            self._failed = f"{type(e).__name__}: {e}"
+            raise
         finally:
             for _, _, own in self._mods:
                 for _, p in own:
@@ -249,6 +264,7 @@ class Engine:
     def step(self):
         """Steps the optimizer when the micro-steps since the last step make a whole batch
         (gradient_accumulation_steps); returns the step's report then, else None."""
+        self._check_usable("step")
         if self._micro == 0 or not self.is_gradient_accumulation_boundary():
             return None
         self._micro = 0
