@@ -7,6 +7,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <climits>
+#include <exception>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
 #include "core/config/config.h"
 #include "core/device.h"
@@ -63,9 +66,8 @@ struct PyParam {
 void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
   long long mine[2] = {static_cast<long long>(params), static_cast<long long>(flat.size())};
   long long lo[2], hi[2];
-  if (MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
-      MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
-    ZRT_THROW(ExternalError, "zrt.initialize: MPI_Allreduce of the model's size failed");
+  ZRT_CHECK_MPI(MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD));
+  ZRT_CHECK_MPI(MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
   if (lo[0] != hi[0] || lo[1] != hi[1])
     ZRT_THROW(InvalidArgument, "zrt.initialize: the ranks registered different models (this rank: ", mine[0],
               " parameters, ", mine[1], " elements; over the ranks ", lo[0], "-", hi[0], " parameters, ", lo[1],
@@ -73,15 +75,54 @@ void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
   constexpr std::size_t kChunk = std::size_t{1} << 28;  // elements per MPI call: counts are int
   for (std::size_t at = 0; at < flat.size(); at += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, flat.size() - at));
-    if (MPI_Bcast(flat.data() + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-      ZRT_THROW(ExternalError, "zrt.initialize: MPI_Bcast of the initial parameter values failed");
+    ZRT_CHECK_MPI(MPI_Bcast(flat.data() + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
   }
 }
 
-EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+// Every rank's set-up (config parsing, device, the model's registration) must have succeeded
+// before the first collective that assumes it did: otherwise the ranks that succeeded would
+// wait in broadcastFromRankZero for one that gave up. Every rank makes this MPI_Allreduce first;
+// where some rank failed, it rethrows its own error and the others raise a PeerError naming the
+// lowest failing rank with that rank's message.
+void agreeOnSetUp(std::exception_ptr failure) {
+  int rank = 0;
+  ZRT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  std::string message;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "an unknown exception";
+    }
+  }
+  const int mine = failure ? rank : INT_MAX;
+  int first = INT_MAX;  // the lowest failing rank
+  ZRT_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == INT_MAX) return;
+  long long length = static_cast<long long>(message.size());
+  ZRT_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG_LONG, first, MPI_COMM_WORLD));
+  std::string text(static_cast<std::size_t>(length), '\0');
+  if (rank == first) text = message;
+  if (length > 0) ZRT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, first, MPI_COMM_WORLD));
+  if (failure) std::rethrow_exception(failure);
+  ZRT_THROW(PeerError, "zrt.initialize: rank ", first, " failed to set up: ", text);
+}
+
+// The model as registered, with the initial values still this rank's own (flat, begin: where
+// each parameter's values start); fillFromRankZero replaces them with rank 0's.
+struct LocalModel {
+  EngineModel model;
   std::vector<float> flat;
   std::vector<std::size_t> begin;
-  EngineModel model;
+};
+
+LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+  LocalModel local;
+  std::vector<float>& flat = local.flat;
+  std::vector<std::size_t>& begin = local.begin;
+  EngineModel& model = local.model;
   for (const auto& [name, params] : modules) {
     ModuleSpec m{name, {}};
     for (const PyParam& p : params) {
@@ -102,6 +143,13 @@ EngineModel modelOf(const std::vector<std::pair<std::string, std::vector<PyParam
     }
     model.modules.push_back(std::move(m));
   }
+  return local;
+}
+
+EngineModel fillFromRankZero(LocalModel local) {
+  std::vector<float>& flat = local.flat;
+  std::vector<std::size_t>& begin = local.begin;
+  EngineModel& model = local.model;
   {
     py::gil_scoped_release unlocked;
     broadcastFromRankZero(flat, begin.size());
@@ -121,10 +169,21 @@ class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
-      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))),
-        config_(parseConfig(configText, source, comm_->size())),
-        device_(makeDevice(deviceSpec(config_), ledger_)) {
-    EngineModel model = modelOf(modules);
+      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))) {
+    std::optional<LocalModel> local;
+    std::exception_ptr failure;
+    try {
+      config_ = parseConfig(configText, source, comm_->size());
+      device_ = makeDevice(deviceSpec(config_), ledger_);
+      local.emplace(localModelOf(modules));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    {
+      py::gil_scoped_release unlocked;
+      agreeOnSetUp(failure);
+    }
+    EngineModel model = fillFromRankZero(std::move(*local));
     py::gil_scoped_release unlocked;
     engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
     ++liveEngines();
