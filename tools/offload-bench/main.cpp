@@ -48,6 +48,7 @@ struct Options {
   int repeats = 3;
   int threads = 0;  // Adam's threads; 0: what the engine uses with the swapper
   bool diskIdle = false;
+  zrt::AioConfig aio;  // the config's aio section, defaults unless a flag sets them
 };
 
 // While a pass runs, samples every 200 us whether the engine has any transfer in flight: the
@@ -96,6 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--buffers", o.buffers, "buffer_count")->check(CLI::Range(1, 64));
   app.add_option("--threads", o.threads, "CPU Adam threads (0: the engine's choice, all cores but one)")->check(CLI::Range(0, 1024));
   app.add_option("--repeats", o.repeats, "timed repeats (the best is shown)")->check(CLI::Range(1, 100));
+  app.add_option("--queue-depth", o.aio.queue_depth, "aio queue_depth: transfers in flight per ring")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--rings", o.aio.intra_op_parallelism, "aio intra_op_parallelism: rings, each with its thread")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--block-size", o.aio.block_size, "aio block_size, bytes")->check(CLI::Range(4096, 1 << 30));
   app.add_flag("--disk-idle", o.diskIdle,
                "sample every 200 us whether the disk has work and print the share of time it had none "
                "(costs a little CPU)");
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
     zrt::MemoryLedger ledger;
     auto device = zrt::makeDevice("host", ledger);
     zrt::offload::PinnedBufferPool pool(*device, static_cast<std::size_t>(o.buffers), sub * 4 * 3);
-    zrt::offload::OffloadEngine io(zrt::offload::aioOptionsFrom(zrt::AioConfig{}), pool.iovecs());
+    zrt::offload::OffloadEngine io(zrt::offload::aioOptionsFrom(o.aio), pool.iovecs());
     zrt::offload::SwapSpace space({std::filesystem::path(o.nvmePath)}, ledger, 0);
     std::vector<zrt::offload::SwapFile> files;
     for (const char* name : {"master", "exp-avg", "exp-avg-sq"})
