@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "comm/caller_activity.h"
 #include "core/error.h"
 #include "core/timing.h"
 #include "core/units.h"
@@ -69,7 +70,7 @@ Work ProgressThread::enqueue(Collective op, std::string_view path) {
   std::lock_guard lock(mu_);
   const std::uint64_t seq = ++snap_.issued;
   auto state = makeState(op, seq, path);
-  queue_.push_back(Item{std::move(op), state, seq});
+  queue_.push_back(Item{std::move(op), state, seq, currentCallerActivity()});
   cv_.notify_all();
   return Work(state);
 }
@@ -83,7 +84,7 @@ void ProgressThread::runBlocking(Collective op, std::string_view path) {
   }
   const std::uint64_t seq = ++snap_.issued;
   auto state = makeState(op, seq, path);
-  Item item{std::move(op), std::move(state), seq};
+  Item item{std::move(op), std::move(state), seq, currentCallerActivity()};
   markStarted(item);
   execute(item, lock);
   lock.unlock();
@@ -115,6 +116,7 @@ void ProgressThread::markStarted(const Item& item) {
   snap_.bytes = opBytes(item.op);
   snap_.work = item.state;
   snap_.since = std::chrono::steady_clock::now();
+  snap_.activity = item.activity;
 }
 
 void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {

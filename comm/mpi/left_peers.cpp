@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include "comm/comm_options.h"
+#include "core/error.h"
 #include "core/log.h"
 
 namespace zrt::comm {
@@ -18,7 +19,10 @@ bool skipCollectiveTeardown(const char* what) noexcept {
   // A rank alone has no peers to leave: its frees cannot wait for anyone.
   int world = 0;
   if (MPI_Comm_size(MPI_COMM_WORLD, &world) == MPI_SUCCESS && world == 1) return false;
-  if (!g_left.exchange(true)) {
+  // An agreed failure (core/error.h: every rank throws it after hearing that all do) leaves no
+  // peer inside a collective: the skip stays (ranks may have built different parts before it),
+  // but the warning, one per rank, would only alarm.
+  if (!g_left.exchange(true) && !unwindingAgreedFailure()) {
     try {
       logWarning(detail::cat("an exception is unwinding this rank while its peers may still be in the "
                              "collectives it left: skipping collective teardown (", what,

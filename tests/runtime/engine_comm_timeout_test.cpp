@@ -95,3 +95,46 @@ TEST_CASE("ZRT_COMM_TIMEOUT_S overrides the config's comm_timeout_s") {
   }
   ::unsetenv("ZRT_COMM_TIMEOUT_S");
 }
+
+// The report names the Engine call the collective was posted in, not only "allGather #N": the
+// user learns which of their calls hung.
+TEST_CASE("a collective timeout names the Engine call that posted the collective") {
+  ZRT_REQUIRE_RANKS(2);
+  ::unsetenv("ZRT_COMM_TIMEOUT_S");
+  const int me = test::worldRank(), world = test::worldSize();
+  std::mutex mu;
+  std::string report;
+  std::atomic<bool> reported{false};
+  comm::CommOptions o = comm::CommOptions::fromEnvironment();
+  o.onTimeout = [&](const std::string& r) {
+    std::lock_guard lock(mu);
+    if (report.empty()) report = r;
+    reported = true;
+  };
+  comm::MpiCommunicator comm(MPI_COMM_WORLD, o);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  Engine engine(parseConfig(stage3Config(world, 2), "timeout.json", world), *device, comm, test::testModel());
+  // Rank 0 gathers layer1 (outside a micro-step, as evaluation does); rank 1 joins that gather
+  // only once rank 0 has its report (or after 30 s).
+  if (me == 0) {
+    std::thread fetch([&] {
+      engine.parameters(1);
+      engine.release(1);
+    });
+    for (int i = 0; i < 3000 && !reported; ++i) std::this_thread::sleep_for(10ms);
+    CHECK(reported.load());
+    for (int p = 1; p < world; ++p) MPI_Send(&me, 1, MPI_INT, p, 8, test::testComm());
+    fetch.join();
+    std::lock_guard lock(mu);
+    CAPTURE(report);
+    CHECK(report.find("collective timeout: allGather #") != std::string::npos);
+    CHECK(report.find("posted by this rank in Engine::parameters(module 'layer1') in step 1, micro-step 0") !=
+          std::string::npos);
+  } else {
+    int token = 0;
+    MPI_Recv(&token, 1, MPI_INT, 0, 8, test::testComm(), MPI_STATUS_IGNORE);
+    engine.parameters(1);
+    engine.release(1);
+  }
+}
