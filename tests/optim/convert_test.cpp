@@ -1,4 +1,4 @@
-// The kernels' SIMD conversions equal runtime/dtype.h's exact scalar ones bit for bit: every
+// The kernels' SIMD conversions equal core/dtype.h's exact scalar ones bit for bit: every
 // fp16 and bf16 bit pattern to float, and float to fp16/bf16 for every float whose low bits sit
 // at or next to a rounding boundary, plus a stride through all 2^32 patterns (NaNs, infinities,
 // subnormals included).

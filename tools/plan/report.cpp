@@ -323,7 +323,7 @@ void explainSizes(std::ostream& o, const Plan& plan, const Evaluation& e) {
     << num(paperBytes, "%.0f") << " B (" << gigabytes(static_cast<std::uint64_t>(paperBytes))
     << "), before padding and placement" << (e.frozen ? "; the frozen Φ adds p·Φ (p·Φ/N at stage 3)" : "")
     << "\n";
-  o << "Padding (partition/shard.h): N' = " << pd.parts << " (1 at stage 0), Ψ' = ceil(Ψ / (N'·"
+  o << "Padding (core/shard.h): N' = " << pd.parts << " (1 at stage 0), Ψ' = ceil(Ψ / (N'·"
     << kShardAlignElements << "))·N'·" << kShardAlignElements << " = " << pd.trainable
     << ", shard Ψ'/N' = " << pd.trainableShard;
   if (e.frozen) o << "; Φ' = " << pd.frozen << ", Φ'/N' = " << pd.frozenShard;
