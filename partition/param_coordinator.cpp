@@ -14,6 +14,7 @@ ParamCoordinator::ParamCoordinator(Device& device, comm::Communicator& lane,
                                    std::vector<CoordinatedModule> modules, ShardSource trainable,
                                    ShardSource frozen, CoordinatorOptions options)
     : device_(device),
+      cache_(device),
       lane_(lane),
       trainableShard_(static_cast<const char*>(trainable.memory)),
       frozenShard_(static_cast<const char*>(frozen.memory)),
@@ -244,7 +245,7 @@ int ParamCoordinator::acquireSlot(std::uint64_t elements, std::size_t neededAt) 
     if (poolElements_ + elements <= options_.maxLiveParameters) {
       auto empty = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.elements == 0; });
       if (empty == slots_.end()) empty = slots_.insert(slots_.end(), Slot{});
-      empty->memory = device_.allocate(elements * es_, MemTag::GatheredParameters);
+      empty->memory = cache_.allocate(elements * es_, MemTag::GatheredParameters);
       empty->elements = elements;
       empty->busy = true;
       poolElements_ += elements;
