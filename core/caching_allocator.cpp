@@ -1,6 +1,9 @@
 #include "core/caching_allocator.h"
 
+#include <algorithm>
 #include <exception>
+#include <functional>
+#include <set>
 #include <utility>
 
 #include "core/error.h"
@@ -53,12 +56,11 @@ CachingAllocator::~CachingAllocator() {
 
 CachedMemory CachingAllocator::allocate(std::size_t bytes, MemTag tag, Stream* stream) {
   if (bytes == 0) return {};
-  const std::size_t rounded = (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
   std::unique_lock lock(mu_);
   // The smallest cached block that fits and that this stream may use now: one last used on the
   // same stream (its work is queued ahead of ours), one ordered by the host, or one whose free
   // event has completed.
-  for (auto it = cached_.lower_bound(rounded); it != cached_.end() && it->first <= 2 * rounded;
+  for (auto it = cached_.lower_bound(bytes); it != cached_.end() && it->first <= 2 * bytes;
        ++it) {
     Block& b = *it->second;
     const bool ready = !b.freed || (stream && b.stream == stream) || b.freed->query();
@@ -80,13 +82,13 @@ CachedMemory CachingAllocator::allocate(std::size_t bytes, MemTag tag, Stream* s
   }
   DeviceMemory memory;
   try {
-    memory = device_.reserve(rounded, tag);
+    memory = device_.reserve(bytes, tag);
   } catch (const OutOfMemory& first) {
     // As PyTorch: give the cache back to the device and try once more.
     const std::uint64_t cached = stats_.cachedBytes;
     releaseCached(lock);
     try {
-      memory = device_.reserve(rounded, tag);
+      memory = device_.reserve(bytes, tag);
     } catch (const OutOfMemory& second) {
       ZRT_THROW(OutOfMemory, "caching allocator: '", nameOf(tag), "' asked for ",
                 formatBytes(bytes), " of device memory on ", device_.name(), "; ",
@@ -103,10 +105,40 @@ CachedMemory CachingAllocator::allocate(std::size_t bytes, MemTag tag, Stream* s
   void* p = block->memory.data();
   device_.ledger().charge(tag, MemPlace::Device, bytes);
   inUse_.emplace(p, std::move(block));
-  stats_.reservedBytes += rounded;
+  stats_.reservedBytes += bytes;
   stats_.inUseBytes += bytes;
   ++stats_.rawAllocations;
   return CachedMemory(this, p, bytes, tag);
+}
+
+std::uint64_t CachingAllocator::warm(std::vector<std::size_t> sizes, MemTag askedBy) {
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  std::lock_guard lock(mu_);
+  // The cached blocks each size would take (as allocate() picks them), claimed one size each.
+  std::multiset<std::size_t> unclaimed;
+  for (const auto& [size, block] : cached_) unclaimed.insert(size);
+  std::uint64_t reserved = 0;
+  for (const std::size_t bytes : sizes) {
+    if (bytes == 0) continue;
+    auto it = unclaimed.lower_bound(bytes);
+    if (it != unclaimed.end() && *it <= 2 * bytes) {
+      unclaimed.erase(it);
+      continue;
+    }
+    auto block = std::make_unique<Block>();
+    try {
+      block->memory = device_.reserve(bytes, askedBy);
+    } catch (const OutOfMemory&) {
+      break;  // warming is a help, not a need: the allocation itself will say what is missing
+    }
+    block->tag = askedBy;
+    ++stats_.rawAllocations;
+    stats_.reservedBytes += bytes;
+    stats_.cachedBytes += bytes;
+    reserved += bytes;
+    cached_.emplace(bytes, std::move(block));
+  }
+  return reserved;
 }
 
 void CachingAllocator::free(void* ptr) noexcept {

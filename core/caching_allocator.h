@@ -4,7 +4,9 @@
 // copies) should make raw allocations only in its first step.
 // - Blocks are obtained with Device::reserve (charged to the ledger as reserved); what is handed
 //   out is charged to its tag as in use, for the bytes asked. Reserved minus in use is the cache
-//   (and the rounding to kRoundBytes).
+//   and the slack of blocks larger than asked. Sizes are not rounded (unlike PyTorch's 512): a
+//   device sized to the byte (a test's, a plan's) fits the same allocations with and without
+//   the cache.
 // - Stream ordering: memory allocated for work on stream S and freed goes back to the cache with
 //   an event recorded on S at the free. Work on S may reuse the block at once (it is queued after
 //   everything that used it); an allocation for another stream, or for none, reuses it only once
@@ -61,9 +63,6 @@ class CachedMemory {
 
 class CachingAllocator {
  public:
-  // Sizes are rounded up to this many bytes, so near sizes share blocks (as PyTorch's 512).
-  static constexpr std::size_t kRoundBytes = 512;
-
   explicit CachingAllocator(Device& device);
   // Gives the cache back to the device. Every CachedMemory must have been reset before.
   ~CachingAllocator();
@@ -74,6 +73,13 @@ class CachingAllocator {
   // use is waited for by the host before the memory is freed). A cached block is taken when one
   // fits (the smallest, and no more than twice the size asked), else a raw allocation is made.
   CachedMemory allocate(std::size_t bytes, MemTag tag, Stream* stream = nullptr);
+
+  // Makes sure the cache holds a block for each of `sizes` (bytes) at once, reserving from the
+  // device those it lacks, without handing any out: a caller that knows what it will allocate
+  // later (stage 3's coming steps) pays for the raw allocations now. The blocks are charged as
+  // reserved only, `askedBy` names them in an OutOfMemory. Stops (without throwing) at the
+  // first size the device cannot give; returns the bytes reserved.
+  std::uint64_t warm(std::vector<std::size_t> sizes, MemTag askedBy);
 
   // Gives every cached block back to the device, waiting (bounded) for the events of blocks
   // freed on a stream. Blocks in use stay.

@@ -14,8 +14,10 @@
 //   from fetch to fetch (on CUDA an allocation per gather would synchronise the device). Resident
 //   and in-flight gathered elements never exceed maxLiveParameters. A slot dropped to make room
 //   for another size goes back to the coordinator's caching allocator (core/caching_allocator.h),
-//   not to the device, so after the first step the cycle makes no raw device allocation. Slots
-//   are host-ordered (every gather into one is waited for before it is freed).
+//   not to the device; and when the first pass has recorded the trace, the blocks the prefetching
+//   passes will need beyond the pool are reserved into that cache (warmCache), so after the
+//   first step the cycle makes no raw device allocation. Slots are host-ordered (every gather
+//   into one is waited for before it is freed).
 // - Trace: the first pass (one micro-step's forward and backward) records the order of
 //   fetches; later passes post the gathers of the coming modules, up to prefetchBucketSize
 //   elements ahead, as soon as the module before them is fetched, on the communicator given
@@ -179,6 +181,7 @@ class ParamCoordinator {
   void waitReads(Module& mod);
   void dropStaging(Module& mod);
   void readAhead(std::size_t from);
+  void warmCache();
   std::optional<std::uint64_t> reuseDistance(std::size_t m) const;
 
   Device& device_;
