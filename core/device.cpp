@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/strict_device.h"
 #include "core/units.h"
+#include "core/elementwise.h"
 #include "core/build_config.h"
 #if ZRT_HAVE_CUDA
 #include "core/cuda/cuda_device.h"
@@ -94,6 +95,15 @@ void Device::throwOutOfMemory(std::size_t bytes, std::string_view what, std::uin
   ZRT_THROW(OutOfMemory, name(), " is out of ", what, " memory: tried to allocate ",
             formatBytes(bytes), " with ", formatBytes(inUse), " in use of ", formatBytes(limit),
             " (", formatBytes(limit > inUse ? limit - inUse : 0), " free)\n", ledger_->table());
+}
+
+void Device::launch(const ElementwiseArgs& args, Stream& stream) {
+  checkElementwise(args);
+  if (args.count == 0) return;
+  if (!hostReadsDeviceMemory())
+    ZRT_THROW(InvalidArgument, name(), " cannot run the element-wise ", nameOf(args.op),
+              " on its memory from the host, and has no launcher of its own");
+  hostCallback(stream, [args] { runElementwiseOnHost(args); });
 }
 
 std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "core/elementwise.h"
 #include "core/memory_ledger.h"
 #include "core/wait.h"
 
@@ -122,6 +123,11 @@ class Device {
   // Runs `fn` on a host thread after the work queued before it on `stream`; work queued after
   // waits for it. An exception from `fn` surfaces at the stream's next synchronize().
   virtual void hostCallback(Stream& stream, std::function<void()> fn) = 0;
+  // Queues an element-wise kernel (core/elementwise.h) over device memory on `stream`, ordered
+  // with its other work: a __global__ kernel on CUDA, the same function on a host stream's
+  // thread elsewhere. Throws InvalidArgument for a launch that cannot run. This default runs it
+  // on the stream's thread over the addresses given, for devices whose memory the host reads.
+  virtual void launch(const ElementwiseArgs& args, Stream& stream);
 
   MemoryLedger& ledger() const { return *ledger_; }
 
