@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 set(ZRT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/zrt)
 set(ZRT_EXPORTED_TARGETS zrt zrt_core zrt_comm zrt_offload zrt_partition zrt_runtime)
-foreach(extra zrt_comm_cuda zrt_optim_cuda)
+foreach(extra zrt_core_cuda zrt_comm_cuda zrt_optim_cuda)
   if(TARGET ${extra})
     list(APPEND ZRT_EXPORTED_TARGETS ${extra})
   endif()

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/strict_device.h"
 #include "core/units.h"
+#include "core/elementwise.h"
 #include "core/build_config.h"
 #if ZRT_HAVE_CUDA
 #include "core/cuda/cuda_device.h"
@@ -16,8 +17,8 @@
 namespace zrt {
 
 DeviceMemory::DeviceMemory(Device* device, void* ptr, std::size_t bytes, MemTag tag,
-                           MemPlace place)
-    : device_(device), ptr_(ptr), bytes_(bytes), tag_(tag), place_(place) {}
+                           MemPlace place, bool inUse)
+    : device_(device), ptr_(ptr), bytes_(bytes), tag_(tag), place_(place), inUse_(inUse) {}
 
 DeviceMemory::~DeviceMemory() { reset(); }
 
@@ -26,7 +27,8 @@ DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
       ptr_(std::exchange(other.ptr_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
       tag_(other.tag_),
-      place_(other.place_) {}
+      place_(other.place_),
+      inUse_(other.inUse_) {}
 
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   if (this != &other) {
@@ -36,6 +38,7 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
     tag_ = other.tag_;
     place_ = other.place_;
+    inUse_ = other.inUse_;
   }
   return *this;
 }
@@ -45,7 +48,8 @@ void DeviceMemory::reset() {
   if (place_ == MemPlace::Device) device_->rawFree(ptr_, bytes_);
   else device_->rawFreePinned(ptr_, bytes_);
   try {
-    device_->ledger().release(tag_, place_, bytes_);
+    if (place_ == MemPlace::Device) device_->ledger().unreserve(bytes_);
+    if (inUse_) device_->ledger().release(tag_, place_, bytes_);
   } catch (const std::exception& e) {
     logError(e.what());
   }
@@ -54,16 +58,36 @@ void DeviceMemory::reset() {
   bytes_ = 0;
 }
 
+void* Device::rawDevice(std::size_t bytes, MemTag tag) {
+  if (!bytes) return nullptr;
+  void* p = nullptr;
+  try {
+    p = rawAllocateTagged(bytes, tag);
+  } catch (const OutOfMemory& e) {
+    // The backend's message has the figures and the ledger; say who asked first.
+    ZRT_THROW(OutOfMemory, "allocating ", formatBytes(bytes), " for '", nameOf(tag), "': ",
+              e.what());
+  }
+  rawAllocations_.fetch_add(1);
+  ledger_->reserve(bytes);
+  return p;
+}
+
 DeviceMemory Device::allocate(std::size_t bytes, MemTag tag) {
-  void* p = bytes ? rawAllocateTagged(bytes, tag) : nullptr;
+  void* p = rawDevice(bytes, tag);
   ledger_->charge(tag, MemPlace::Device, bytes);
-  return DeviceMemory(this, p, bytes, tag, MemPlace::Device);
+  return DeviceMemory(this, p, bytes, tag, MemPlace::Device, true);
+}
+
+DeviceMemory Device::reserve(std::size_t bytes, MemTag askedBy) {
+  void* p = rawDevice(bytes, askedBy);
+  return DeviceMemory(this, p, bytes, askedBy, MemPlace::Device, false);
 }
 
 DeviceMemory Device::allocatePinned(std::size_t bytes, MemTag tag) {
   void* p = bytes ? rawAllocatePinned(bytes) : nullptr;
   ledger_->charge(tag, MemPlace::PinnedHost, bytes);
-  return DeviceMemory(this, p, bytes, tag, MemPlace::PinnedHost);
+  return DeviceMemory(this, p, bytes, tag, MemPlace::PinnedHost, true);
 }
 
 void Device::throwOutOfMemory(std::size_t bytes, std::string_view what, std::uint64_t inUse,
@@ -71,6 +95,15 @@ void Device::throwOutOfMemory(std::size_t bytes, std::string_view what, std::uin
   ZRT_THROW(OutOfMemory, name(), " is out of ", what, " memory: tried to allocate ",
             formatBytes(bytes), " with ", formatBytes(inUse), " in use of ", formatBytes(limit),
             " (", formatBytes(limit > inUse ? limit - inUse : 0), " free)\n", ledger_->table());
+}
+
+void Device::launch(const ElementwiseArgs& args, Stream& stream) {
+  checkElementwise(args);
+  if (args.count == 0) return;
+  if (!hostReadsDeviceMemory())
+    ZRT_THROW(InvalidArgument, name(), " cannot run the element-wise ", nameOf(args.op),
+              " on its memory from the host, and has no launcher of its own");
+  hostCallback(stream, [args] { runElementwiseOnHost(args); });
 }
 
 std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger) {

@@ -7,6 +7,7 @@
 // and its work runs in the order it was queued.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "core/elementwise.h"
 #include "core/memory_ledger.h"
 #include "core/wait.h"
 
@@ -71,13 +73,15 @@ class DeviceMemory {
 
  private:
   friend class Device;
-  DeviceMemory(Device* device, void* ptr, std::size_t bytes, MemTag tag, MemPlace place);
+  DeviceMemory(Device* device, void* ptr, std::size_t bytes, MemTag tag, MemPlace place,
+               bool inUse);
 
   Device* device_ = nullptr;
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
   MemTag tag_ = MemTag::Other;
   MemPlace place_ = MemPlace::Device;
+  bool inUse_ = true;  // charged to tag_ (false: reserved only, a caching allocator's block)
 };
 
 class Device {
@@ -97,8 +101,16 @@ class Device {
   // faults on a host access.
   virtual bool hostReadsDeviceMemory() const { return kind() == DeviceKind::Host; }
 
-  // Device memory; throws OutOfMemory (with the ledger table) when it does not fit.
+  // Device memory, charged to the ledger as reserved and in use under `tag`; throws OutOfMemory
+  // (naming the tag, with the ledger table) when it does not fit. Each call with bytes > 0 is one
+  // raw (backend) allocation: a cudaMalloc on CUDA.
   DeviceMemory allocate(std::size_t bytes, MemTag tag);
+  // Device memory charged as reserved only: a block for the caching allocator, which charges the
+  // bytes it hands out to their tags. `askedBy` is named in an OutOfMemory message (and by the
+  // strict device in a fault).
+  DeviceMemory reserve(std::size_t bytes, MemTag askedBy);
+  // Raw device allocations made so far (allocate and reserve with bytes > 0).
+  std::int64_t rawAllocations() const { return rawAllocations_.load(); }
   // Page-locked host memory the device can copy from asynchronously, 4096-byte aligned.
   DeviceMemory allocatePinned(std::size_t bytes, MemTag tag);
 
@@ -111,6 +123,11 @@ class Device {
   // Runs `fn` on a host thread after the work queued before it on `stream`; work queued after
   // waits for it. An exception from `fn` surfaces at the stream's next synchronize().
   virtual void hostCallback(Stream& stream, std::function<void()> fn) = 0;
+  // Queues an element-wise kernel (core/elementwise.h) over device memory on `stream`, ordered
+  // with its other work: a __global__ kernel on CUDA, the same function on a host stream's
+  // thread elsewhere. Throws InvalidArgument for a launch that cannot run. This default runs it
+  // on the stream's thread over the addresses given, for devices whose memory the host reads.
+  virtual void launch(const ElementwiseArgs& args, Stream& stream);
 
   MemoryLedger& ledger() const { return *ledger_; }
 
@@ -129,7 +146,9 @@ class Device {
 
  private:
   friend class DeviceMemory;
+  void* rawDevice(std::size_t bytes, MemTag tag);
   MemoryLedger* ledger_;
+  std::atomic<std::int64_t> rawAllocations_{0};
 };
 
 // Builds a device from a spec: "host", "host:<capacity>" (e.g. "host:8G"), "host-strict",

@@ -54,6 +54,24 @@ void MemoryLedger::release(MemTag tag, MemPlace place, std::uint64_t bytes) {
   totals_[static_cast<int>(place)].current -= bytes;
 }
 
+void MemoryLedger::reserve(std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  reserved_.current += bytes;
+  if (reserved_.current > reserved_.peak) reserved_.peak = reserved_.current;
+}
+
+void MemoryLedger::unreserve(std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  ZRT_ENFORCE_LE(bytes, reserved_.current, "ledger '", name_,
+                 "' gives back more reserved device bytes than it holds");
+  reserved_.current -= bytes;
+}
+
+MemoryLedger::Counter MemoryLedger::reserved() const {
+  std::lock_guard lock(mu_);
+  return reserved_;
+}
+
 MemoryLedger::Counter MemoryLedger::get(MemTag tag, MemPlace place) const {
   std::lock_guard lock(mu_);
   return cells_[static_cast<int>(tag)][static_cast<int>(place)];
@@ -69,6 +87,7 @@ void MemoryLedger::resetPeaks() {
   for (auto& row : cells_)
     for (auto& c : row) c.peak = c.current;
   for (auto& t : totals_) t.peak = t.current;
+  reserved_.peak = reserved_.current;
 }
 
 std::string MemoryLedger::table() const {
@@ -103,6 +122,12 @@ std::string MemoryLedger::table() const {
   out += rule;
   row("total", totals_.data());
   out += rule;
+  if (reserved_.peak > 0) {
+    // Bytes obtained from the device backend; the total row above is the part in use.
+    const Counter none[kPlaces] = {reserved_, {}, {}, {}};
+    row("reserved", none);
+    out += rule;
+  }
   return out;
 }
 

@@ -1,6 +1,12 @@
 // The memory ledger: every byte the runtime allocates is charged to a tag (what the bytes are
 // for) and a place (where they live). It keeps current and peak bytes per (tag, place) and per
 // place, and prints a table like torch.cuda.memory_summary split by purpose.
+// Device memory is counted twice over, as torch.cuda counts memory_allocated and
+// memory_reserved: the tags hold the bytes *in use* (handed to a caller and not yet given back),
+// and a separate counter holds the bytes *reserved* (obtained from the backend: cudaMalloc'ed, or
+// taken from a host device's capacity). Reserved minus in use is what the caching allocator
+// (core/caching_allocator.h) keeps for reuse, plus its rounding. The table prints the reserved
+// row only once some device memory has been reserved.
 // Thread-safe: charges and reads may come from any thread.
 #pragma once
 
@@ -58,6 +64,12 @@ class MemoryLedger {
   // Totals per place across tags; the peak is the peak of the sum, not the sum of peaks.
   Counter total(MemPlace place) const;
 
+  // Device memory obtained from (reserve) or given back to (unreserve) the backend, whatever it is
+  // used for; the tags say what the bytes in use are for.
+  void reserve(std::uint64_t bytes);
+  void unreserve(std::uint64_t bytes);
+  Counter reserved() const;
+
   // Forgets peaks (they restart from the current values), as torch.cuda.reset_peak_memory_stats.
   void resetPeaks();
 
@@ -71,6 +83,7 @@ class MemoryLedger {
   mutable std::mutex mu_;
   std::array<std::array<Counter, kNumMemPlaces>, kNumMemTags> cells_{};
   std::array<Counter, kNumMemPlaces> totals_{};
+  Counter reserved_{};
 };
 
 // Move-only RAII charge: charges on construction, releases on destruction. Used for memory the

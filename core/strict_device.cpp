@@ -273,6 +273,17 @@ void StrictDevice::hostCallback(Stream& stream, std::function<void()> fn) {
   streams_.hostCallback(stream, std::move(fn));
 }
 
+void StrictDevice::launch(const ElementwiseArgs& args, Stream& stream) {
+  checkElementwise(args);
+  if (args.count == 0) return;
+  ElementwiseArgs a = args;
+  a.out = translate(args.out, args.count * dtypeSize(args.outType), "kernel output");
+  if (args.op == ElementwiseOp::Cast)
+    a.in = translate(args.in, args.count * dtypeSize(args.inType), "kernel input");
+  delay(stream);
+  streams_.hostCallback(stream, [a] { runElementwiseOnHost(a); });
+}
+
 void* StrictDevice::rawAllocate(std::size_t bytes) { return rawAllocateTagged(bytes, MemTag::Other); }
 
 void* StrictDevice::rawAllocateTagged(std::size_t bytes, MemTag tag) {

@@ -46,6 +46,8 @@ class StrictDevice final : public Device {
   void copyAsync(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
   void memsetAsync(void* dst, int value, std::size_t bytes, Stream& stream) override;
   void hostCallback(Stream& stream, std::function<void()> fn) override;
+  // Runs the kernel on the stream's thread over the private aliases of its buffers.
+  void launch(const ElementwiseArgs& args, Stream& stream) override;
 
  protected:
   void* rawAllocate(std::size_t bytes) override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <utility>
 
@@ -14,6 +15,7 @@ ParamCoordinator::ParamCoordinator(Device& device, comm::Communicator& lane,
                                    std::vector<CoordinatedModule> modules, ShardSource trainable,
                                    ShardSource frozen, CoordinatorOptions options)
     : device_(device),
+      cache_(device),
       lane_(lane),
       trainableShard_(static_cast<const char*>(trainable.memory)),
       frozenShard_(static_cast<const char*>(frozen.memory)),
@@ -244,7 +246,7 @@ int ParamCoordinator::acquireSlot(std::uint64_t elements, std::size_t neededAt) 
     if (poolElements_ + elements <= options_.maxLiveParameters) {
       auto empty = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.elements == 0; });
       if (empty == slots_.end()) empty = slots_.insert(slots_.end(), Slot{});
-      empty->memory = device_.allocate(elements * es_, MemTag::GatheredParameters);
+      empty->memory = cache_.allocate(elements * es_, MemTag::GatheredParameters);
       empty->elements = elements;
       empty->busy = true;
       poolElements_ += elements;
@@ -460,8 +462,76 @@ void ParamCoordinator::endPass() {
     }
     trace_ = recording_;
     traceValid_ = true;
+    warmCache();
   }
   following_ = false;
+}
+
+// The pass that records the trace fetches on demand, one module at a time; the passes that
+// follow it prefetch along the trace and keep modules for reuse, so more copies are live at once
+// and the pool grows. Reserving those blocks now, in the recording pass, keeps raw allocations
+// (a cudaMalloc each, synchronising the GPU) out of every later step. The live set is estimated
+// at each trace position as prefetchFrom() and release() would leave it: the prefetch window
+// ahead, plus the modules kept for a reuse within maxReuseDistance; the largest, within
+// maxLiveParameters, is what the free slots and the warmed blocks must cover.
+void ParamCoordinator::warmCache() {
+  std::vector<std::uint64_t> most;
+  std::uint64_t mostElements = 0;
+  for (std::size_t i = 0; i < trace_.size(); ++i) {
+    std::vector<bool> live(modules_.size(), false);
+    std::uint64_t ahead = 0;
+    for (std::size_t k = i; k < trace_.size(); ++k) {
+      const Module& mod = modules_[trace_[k]];
+      if (mod.persistent) continue;
+      ahead += mod.spec.elements();
+      if (k > i && (options_.prefetchBucketSize == 0 || ahead > options_.prefetchBucketSize)) break;
+      live[trace_[k]] = true;
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const std::size_t m = trace_[j];
+      if (modules_[m].persistent || live[m]) continue;
+      std::uint64_t between = 0;
+      for (std::size_t k = j + 1; k < trace_.size(); ++k) {
+        if (trace_[k] == m) {
+          if (k >= i && between <= options_.maxReuseDistance) live[m] = true;
+          break;
+        }
+        if (!modules_[trace_[k]].persistent) between += modules_[trace_[k]].spec.elements();
+      }
+    }
+    std::vector<std::uint64_t> sizes;
+    std::uint64_t elements = 0;
+    for (std::size_t m = 0; m < modules_.size(); ++m)
+      if (live[m]) {
+        sizes.push_back(modules_[m].spec.elements());
+        elements += sizes.back();
+      }
+    if (elements > mostElements) {
+      mostElements = elements;
+      most = std::move(sizes);
+    }
+  }
+  std::sort(most.begin(), most.end(), std::greater<>());
+  std::vector<bool> matched(slots_.size(), false);
+  std::vector<std::size_t> blocks;
+  std::uint64_t total = poolElements_;
+  for (const std::uint64_t elements : most) {
+    // A free slot that fits serves it, as acquireSlot() would take it.
+    int best = -1;
+    for (std::size_t s = 0; s < slots_.size(); ++s)
+      if (!matched[s] && !slots_[s].busy && slots_[s].elements >= elements &&
+          (best < 0 || slots_[s].elements < slots_[static_cast<std::size_t>(best)].elements))
+        best = static_cast<int>(s);
+    if (best >= 0) {
+      matched[static_cast<std::size_t>(best)] = true;
+      continue;
+    }
+    if (total + elements > options_.maxLiveParameters) break;
+    total += elements;
+    blocks.push_back(elements * es_);
+  }
+  // Reserved, not in use: the ledger's gathered-parameter figures are those of the slots alone.
+  cache_.warm(std::move(blocks), MemTag::GatheredParameters);
 }
 
 void ParamCoordinator::refresh() {

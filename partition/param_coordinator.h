@@ -12,7 +12,12 @@
 //   costing no extra latency, so only whole small modules gain from staying.)
 // - Gathered copies live in a pool of device slots charged to MemTag::GatheredParameters, reused
 //   from fetch to fetch (on CUDA an allocation per gather would synchronise the device). Resident
-//   and in-flight gathered elements never exceed maxLiveParameters.
+//   and in-flight gathered elements never exceed maxLiveParameters. A slot dropped to make room
+//   for another size goes back to the coordinator's caching allocator (core/caching_allocator.h),
+//   not to the device; and when the first pass has recorded the trace, the blocks the prefetching
+//   passes will need beyond the pool are reserved into that cache (warmCache), so after the
+//   first step the cycle makes no raw device allocation. Slots are host-ordered (every gather
+//   into one is waited for before it is freed).
 // - Trace: the first pass (one micro-step's forward and backward) records the order of
 //   fetches; later passes post the gathers of the coming modules, up to prefetchBucketSize
 //   elements ahead, as soon as the module before them is fetched, on the communicator given
@@ -46,6 +51,7 @@
 
 #include "comm/communicator.h"
 #include "comm/work.h"
+#include "core/caching_allocator.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shard.h"
@@ -128,6 +134,7 @@ class ParamCoordinator {
   bool persistent(std::size_t m) const { return modules_.at(m).persistent; }
   // Elements of the pool's slots now and at most (the live bound the ledger can show).
   std::uint64_t poolElements() const { return poolElements_; }
+  CachingAllocator::Stats cacheStats() const { return cache_.stats(); }
   bool tracing() const { return !traceValid_; }
 
  private:
@@ -154,7 +161,7 @@ class ParamCoordinator {
     bool busy = false;
   };
   struct Slot {
-    DeviceMemory memory;
+    CachedMemory memory;
     std::uint64_t elements = 0;
     bool busy = false;
   };
@@ -174,9 +181,11 @@ class ParamCoordinator {
   void waitReads(Module& mod);
   void dropStaging(Module& mod);
   void readAhead(std::size_t from);
+  void warmCache();
   std::optional<std::uint64_t> reuseDistance(std::size_t m) const;
 
   Device& device_;
+  CachingAllocator cache_;  // declared before the slots, so it outlives them
   comm::Communicator& lane_;
   std::vector<Module> modules_;
   const char* trainableShard_;

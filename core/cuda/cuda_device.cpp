@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/elementwise_kernels.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -145,6 +146,13 @@ void CudaDevice::copyAsync(void* dst, const void* src, std::size_t bytes, Stream
 
 void CudaDevice::memsetAsync(void* dst, int value, std::size_t bytes, Stream& stream) {
   ZRT_CHECK_CUDA(cudaMemsetAsync(dst, value, bytes, cudaStreamOf(stream)));
+}
+
+void CudaDevice::launch(const ElementwiseArgs& args, Stream& stream) {
+  checkElementwise(args);
+  if (args.count == 0) return;
+  makeCurrent();
+  ZRT_CHECK_CUDA(cuda::launchElementwise(args, cudaStreamOf(stream)));
 }
 
 void CudaDevice::hostCallback(Stream& stream, std::function<void()> fn) {

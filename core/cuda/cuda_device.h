@@ -25,6 +25,8 @@ class CudaDevice final : public Device {
   void copyAsync(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
   void memsetAsync(void* dst, int value, std::size_t bytes, Stream& stream) override;
   void hostCallback(Stream& stream, std::function<void()> fn) override;
+  // A __global__ kernel (core/cuda/elementwise_kernels.cu).
+  void launch(const ElementwiseArgs& args, Stream& stream) override;
 
   // Makes this device current on the calling thread (CUDA's device selection is per thread).
   void makeCurrent() const;
