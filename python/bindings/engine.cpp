@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
 #include "core/config/config.h"
@@ -169,7 +170,7 @@ class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
-      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))) {
+      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
     std::optional<LocalModel> local;
     std::exception_ptr failure;
     try {
@@ -189,6 +190,14 @@ class PyEngine {
     ++liveEngines();
   }
   ~PyEngine() { --liveEngines(); }
+
+  // A rank that dies makes the others raise rather than end (comm/mpi/peer_loss.h): the wait in
+  // engine.backward or engine.step raises zrt.errors.PeerError naming the lost rank.
+  static comm::CommOptions commOptions() {
+    comm::CommOptions o = comm::CommOptions::fromEnvironment();
+    o.raiseOnPeerLoss = true;
+    return o;
+  }
   PyEngine(const PyEngine&) = delete;
   PyEngine& operator=(const PyEngine&) = delete;
 
@@ -204,6 +213,8 @@ class PyEngine {
   // destroy them, during unwinding, so their collective frees are skipped and MPI_Finalize gets
   // a bounded grace (comm/mpi/left_peers.h) instead of waiting for the peers forever.
   void abandon() {
+    // After a peer loss nothing is torn down (the holder leaks the engine: LeakAfterPeerLoss).
+    if (comm::peerLost()) return;
     struct Leaving {};
     struct Unwound {
       PyEngine* self;
@@ -236,6 +247,19 @@ class PyEngine {
   std::unique_ptr<Engine> engine_;
 };
 
+// The holder of a Python Engine: after a peer loss the engine is left alive, not destroyed: its
+// threads may still be blocked in the lost peer's operation and use what it owns, and its
+// destructor's collective frees and joins would wait for the lost peer.
+struct LeakAfterPeerLoss {
+  void operator()(PyEngine* p) const {
+    if (comm::peerLost()) {
+      --liveEngines();
+      return;
+    }
+    delete p;
+  }
+};
+
 py::dict reportOf(const StepReport& r) {
   py::dict d;
   d["step"] = r.step;
@@ -264,7 +288,7 @@ void bindEngine(py::module_& m) {
 
   // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
   using G = py::call_guard<py::gil_scoped_release>;
-  py::class_<PyEngine>(m, "Engine")
+  py::class_<PyEngine, std::unique_ptr<PyEngine, LeakAfterPeerLoss>>(m, "Engine")
       .def(py::init<const std::string&, const std::string&,
                     const std::vector<std::pair<std::string, std::vector<PyParam>>>&>(),
            py::arg("config_text"), py::arg("source"), py::arg("modules"))
@@ -339,6 +363,8 @@ void bindEngine(py::module_& m) {
              return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
            });
 
+  m.def("peer_lost", [] { return comm::peerLost(); },
+        "Whether a peer rank was lost (its process exited while this rank waited for it).");
   m.def("finalize",
         [] {
           if (liveEngines() > 0) {
