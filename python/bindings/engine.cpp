@@ -147,19 +147,40 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
   return local;
 }
 
+// Rank 0's values of every parameter, in one buffer the parameters' initialisers share. The
+// Engine keeps its model (and so the initialisers) for its lifetime but calls each initialiser
+// once, at construction: the buffer is freed when the last one has run, so neither a copy per
+// parameter nor the buffer outlives the construction (at 4 bytes a parameter, the whole model
+// in fp32 on every rank, what ZeRO stage 3 exists not to hold).
+struct SharedInitialValues {
+  std::vector<float> flat;
+  std::size_t pending = 0;  // initialisers not yet run
+};
+
 EngineModel fillFromRankZero(LocalModel local) {
-  std::vector<float>& flat = local.flat;
-  std::vector<std::size_t>& begin = local.begin;
+  auto shared = std::make_shared<SharedInitialValues>();
+  shared->flat = std::move(local.flat);
+  const std::vector<std::size_t>& begin = local.begin;
   EngineModel& model = local.model;
   {
     py::gil_scoped_release unlocked;
-    broadcastFromRankZero(flat, begin.size());
+    broadcastFromRankZero(shared->flat, begin.size());
   }
+  shared->pending = begin.size();
   std::size_t k = 0;
   for (ModuleSpec& m : model.modules) {
     for (ParamSpec& s : m.params) {
-      const auto* f = flat.data() + begin[k++];
-      s.init = init::values(std::vector<float>(f, f + numelOf(s)));
+      const std::size_t at = begin[k++];
+      const std::uint64_t n = numelOf(s);
+      std::string name = m.name + "." + s.name;
+      s.init = [shared, at, n, name = std::move(name)](float* out, std::uint64_t numel) {
+        if (numel != n || shared->flat.size() < at + n)
+          ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name, " asked for ", numel,
+                    " elements (it has ", n, ") after the shared initial values were ",
+                    shared->flat.empty() ? "freed (an initialiser ran twice)" : "sized wrongly");
+        std::copy_n(shared->flat.data() + at, n, out);
+        if (--shared->pending == 0) std::vector<float>().swap(shared->flat);
+      };
     }
   }
   return model;

@@ -14,6 +14,7 @@ are about (at least 6 bytes a parameter at stage 3, 12 with NVMe offload; DDP ke
 Not a ctest test (its length is a benchmark's); PYTHONPATH must reach the zrt package (an
 installed one, or build/python) and this folder."""
 import argparse
+import gc
 import os
 import statistics
 import tempfile
@@ -30,10 +31,10 @@ def peak_rss_reset():
         f.write("5")
 
 
-def peak_rss_mib():
+def peak_rss_mib(field="VmHWM:"):
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -90,7 +91,11 @@ def main():
     def record(name, seconds, report=None):
         rss = [None] * world
         dist.all_gather_object(rss, peak_rss_mib())
-        rows.append((name, tokens / seconds, rss, report))
+        # The RSS after the timed steps, beside the peak: a peak well above it is a transient
+        # (the set-up's copies of the model), not what training holds.
+        now = [None] * world
+        dist.all_gather_object(now, peak_rss_mib("VmRSS:"))
+        rows.append((name, tokens / seconds, rss, report, now))
 
     # DDP with gloo, torch.optim.AdamW.
     peak_rss_reset()
@@ -103,6 +108,10 @@ def main():
         opt.step()
     record("DDP (gloo)", timed(ddp_step, a.steps))
     del model, opt
+    # Each phase's model goes before the next phase's peak is taken: DDP's and zrt's hooks hold
+    # reference cycles (zrt's engine.close() gives a stage-0 model back its own 4 bytes a
+    # parameter), which only the collector frees.
+    gc.collect()
 
     import zrt
     scratch = None if a.nvme else tempfile.TemporaryDirectory(prefix=f"zrt-bench-{rank}-")
@@ -123,6 +132,7 @@ def main():
         record(name, timed(zrt_step, a.steps), engine.last_report)
         engine.close()
         del engine
+        gc.collect()
 
     if rank == 0:
         params = sum(p.numel() for p in make().parameters())
@@ -130,14 +140,15 @@ def main():
               f"parameters; {world} ranks x {a.micro} sequences; median of {a.steps} steps; torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads per rank")
         ddp = rows[0][1]
-        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} "
+        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} {'RSS at end':<12} "
               "last step: compute / comm waited / optimizer s")
-        for name, tps, rss, r in rows:
+        for name, tps, rss, r, now in rows:
             split = f"{r['compute_seconds']:.3f} / {r['comm_seconds']:.3f} / {r['optimizer_seconds']:.3f}" if r else ""
-            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} {split}")
+            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} "
+                  f"{' '.join(f'{x:.0f}' for x in now):<12} {split}")
         # Peak RSS below DDP's on the rank where it is least below, per parameter.
         ddp_rss = rows[0][2]
-        for name, _, rss, _ in rows[1:]:
+        for name, _, rss, _, _ in rows[1:]:
             below = min((d - z) * 2 ** 20 / params for d, z in zip(ddp_rss, rss))
             print(f"{name:<20} peak RSS below DDP's by {below:.1f} bytes per parameter (least over the ranks)")
     dist.barrier()
