@@ -50,6 +50,10 @@ struct CommOptions {
   // operation waits for it ("peer lost: rank 1 (pid 4242) exited while this rank waited ...");
   // the default logs it, runs the termination hooks (swap files) and calls MPI_Abort.
   std::function<void(const std::string& report)> onPeerLost;
+  // Without onPeerLost: a peer loss fails the waits with a PeerError instead of ending the job
+  // (comm/mpi/peer_loss.h: the blocked MPI call is abandoned and the process should end soon).
+  // Blocking calls then never run inline on the caller's thread, which could not be woken.
+  bool raiseOnPeerLoss = false;
 
   // Defaults overridden by the ZRT_COMM_* variables; throws InvalidArgument naming a bad one.
   static CommOptions fromEnvironment();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/mpi/left_peers.h"
+#include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -76,6 +77,14 @@ MpiEnvironment::~MpiEnvironment() {
   if (!owns_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && peerLost()) {
+    // MPI_Finalize would wait for the lost peer (and for the operation still blocked on the
+    // abandoned progress thread): the process ends without it, and the launcher ends the job.
+    // The engines that owned swap files were left alive (not torn down): their files go now.
+    logError(detail::cat("skipping MPI_Finalize: a peer was lost (", peerLossReport(), ")"));
+    runTerminationHooks(0);
+    return;
+  }
   if (!finalized) {
     std::optional<FinalizeGuard> guard;
     if (leftPeers()) guard.emplace(grace_);

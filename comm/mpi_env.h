@@ -3,7 +3,8 @@
 // MPI_COMM_WORLD to MPI_ERRORS_RETURN so ZRT_CHECK_MPI sees error codes, and records the rank
 // for error messages. Finalises on destruction only if it initialised; when this rank left its
 // peers on an exception (comm/mpi/left_peers.h), the finalize is given ZRT_UNWIND_GRACE_S to
-// complete before the rank ends itself with a message.
+// complete before the rank ends itself with a message; after a peer loss (comm/mpi/peer_loss.h)
+// it is skipped.
 // Thread-safety: construct and destroy on the thread that calls MPI_Init/MPI_Finalize (MPI
 // requires the main thread) after every communicator is gone; the getters are plain reads.
 #pragma once

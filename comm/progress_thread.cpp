@@ -41,8 +41,12 @@ std::exception_ptr naming(std::exception_ptr error, WorkState& state) {
 
 }  // namespace
 
-ProgressThread::ProgressThread(std::string name, Runner runner, CommStats& stats)
-    : name_(std::move(name)), runner_(std::move(runner)), stats_(stats), thread_([this] { run(); }) {}
+ProgressThread::ProgressThread(std::string name, Runner runner, CommStats& stats, bool inlineBlocking)
+    : name_(std::move(name)),
+      runner_(std::move(runner)),
+      stats_(stats),
+      inlineBlocking_(inlineBlocking),
+      thread_([this] { run(); }) {}
 
 ProgressThread::~ProgressThread() {
   {
@@ -70,6 +74,10 @@ Work ProgressThread::enqueue(Collective op, std::string_view path) {
   std::lock_guard lock(mu_);
   const std::uint64_t seq = ++snap_.issued;
   auto state = makeState(op, seq, path);
+  if (abandoned_) {
+    state->finish(naming(abandoned_, *state));
+    return Work(state);
+  }
   queue_.push_back(Item{std::move(op), state, seq, currentCallerActivity()});
   cv_.notify_all();
   return Work(state);
@@ -77,7 +85,7 @@ Work ProgressThread::enqueue(Collective op, std::string_view path) {
 
 void ProgressThread::runBlocking(Collective op, std::string_view path) {
   std::unique_lock lock(mu_);
-  if (!queue_.empty() || snap_.running) {
+  if (!inlineBlocking_ || abandoned_ || !queue_.empty() || snap_.running) {
     lock.unlock();
     enqueue(std::move(op), path).wait();
     return;
@@ -103,10 +111,31 @@ InFlight ProgressThread::inFlight() const {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - snap_.since).count()};
 }
 
+void ProgressThread::abandon(std::exception_ptr error) {
+  std::deque<Item> queued;
+  std::shared_ptr<WorkState> running;
+  {
+    std::lock_guard lock(mu_);
+    if (abandoned_) return;
+    abandoned_ = error;
+    queued.swap(queue_);
+    if (snap_.running) running = snap_.work;
+  }
+  // Outside mu_: finish() wakes waiters, which may take mu_ to post again.
+  if (running) running->finish(error);  // the report names the operation it was lost in
+  for (Item& item : queued) item.state->finish(naming(error, *item.state));
+  idleCv_.notify_all();
+}
+
+bool ProgressThread::abandoned() const {
+  std::lock_guard lock(mu_);
+  return abandoned_ != nullptr;
+}
+
 void ProgressThread::drain() {
   std::unique_lock lock(mu_);
   // Waits for the queue to empty and the last operation to finish (execute() notifies).
-  idleCv_.wait(lock, [&] { return queue_.empty() && !snap_.running; });
+  idleCv_.wait(lock, [&] { return abandoned_ || (queue_.empty() && !snap_.running); });
 }
 
 void ProgressThread::markStarted(const Item& item) {

@@ -27,7 +27,8 @@ class ProgressThread {
   // Runs one operation to completion or throws; `seq` is its number on this communicator.
   using Runner = std::function<void(const Collective& op, std::uint64_t seq)>;
 
-  ProgressThread(std::string name, Runner runner, CommStats& stats);
+  // `inlineBlocking`: whether runBlocking may run an operation on the caller's thread.
+  ProgressThread(std::string name, Runner runner, CommStats& stats, bool inlineBlocking = true);
   // Runs what is queued to the end first: queued operations reference live buffers and peers
   // expect them.
   ~ProgressThread();
@@ -57,6 +58,13 @@ class ProgressThread {
   Snapshot snapshot() const;
   // The operation running now and how long it has run (nothing running: running = false).
   InFlight inFlight() const;
+  // Fails the operation in flight and those queued behind it with `error` (their waits rethrow
+  // it; the queued ones never run) and every later one at once: the operation in flight is
+  // blocked for good (a lost peer) and this thread is abandoned in it. The waits on the
+  // abandoned operation's handle return although it may still use its buffers. After it, the
+  // owner must not destroy this object (the thread still uses it): it leaks it.
+  void abandon(std::exception_ptr error);
+  bool abandoned() const;
   // Blocks until everything queued so far has run (the destructor of an owner calls it while the
   // watchdog still watches). No timeout of its own: each operation is under the watchdog's.
   void drain();
@@ -82,6 +90,8 @@ class ProgressThread {
   std::condition_variable idleCv_;  // an operation finished (drain)
   std::deque<Item> queue_;
   bool stop_ = false;
+  const bool inlineBlocking_;
+  std::exception_ptr abandoned_;  // abandon()'s error
   Snapshot snap_;
   std::thread thread_;  // Last: starts once the members it uses exist.
 };

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include "comm/comm_options.h"
+#include "comm/mpi/peer_loss.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -15,6 +16,8 @@ std::atomic<bool> g_left{false};
 }  // namespace
 
 bool skipCollectiveTeardown(const char* what) noexcept {
+  // A lost peer never joins a collective free (peer_loss.h).
+  if (peerLost()) return true;
   if (std::uncaught_exceptions() == 0) return false;
   // A rank alone has no peers to leave: its frees cannot wait for anyone.
   int world = 0;

@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "comm/mpi/mpi_large_counts.h"
+#include "comm/mpi/peer_loss.h"
 #include "comm/mpi/watchdog.h"
 #include "comm/mpi_check.h"
 #include "comm/progress_thread.h"
@@ -79,13 +80,35 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   ZRT_INFO("MPI communicator: ", size_, " ranks, ", numNodes(), " node(s), path ",
            nameOf(options_.path), team_ ? ", shared memory available" : "");
 
+  const bool raise = options_.raiseOnPeerLoss && !options_.onPeerLost;
   progress_ = std::make_unique<ProgressThread>(
-      "zrt-comm", [this](const Collective& op, std::uint64_t seq) { runOp(op, seq); }, stats_);
+      "zrt-comm", [this](const Collective& op, std::uint64_t seq) { runOp(op, seq); }, stats_,
+      !raise);
+  auto onPeerLost = options_.onPeerLost;
+  if (raise) {
+    // Called on the watchdog's thread, once per communicator (each lane's watchdog fails its
+    // own lane's waits).
+    onPeerLost = [this](const std::string& report) {
+      logError(detail::cat(report, "; raising PeerError in the waits on this communicator"));
+      notePeerLoss(report);
+      progress_->abandon(std::make_exception_ptr(PeerError(report)));
+    };
+  }
   watchdog_ = std::make_unique<Watchdog>(opComm_.get(), *progress_, options_.timeout,
-                                         options_.onTimeout, options_.onPeerLost);
+                                         options_.onTimeout, std::move(onPeerLost));
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (progress_->abandoned()) {
+    // Its thread is still in the operation the lost peer never joins, using the progress thread,
+    // the shared-memory team and the scratch buffer: they are left behind (the process is
+    // ending); the MPI handles are not freed (left_peers.h skips every collective free now).
+    watchdog_.reset();
+    (void)progress_.release();
+    (void)team_.release();
+    (void)new std::vector<char>(std::move(scratch_));
+    return;
+  }
   progress_->drain();  // finishes queued operations while the watchdog still guards them
   watchdog_.reset();   // before the progress thread it watches
   progress_.reset();
@@ -110,13 +133,22 @@ std::string_view MpiCommunicator::pathName(const Collective& op) const {
   return nameOf(path);
 }
 
+void MpiCommunicator::failIfPeerLost() const {
+  // A peer lost on another lane (or another communicator) is lost to this one too: an
+  // operation posted now would block for good before this lane's watchdog noticed.
+  if (options_.raiseOnPeerLoss && peerLost())
+    ZRT_THROW(PeerError, "a peer was lost earlier: ", peerLossReport());
+}
+
 Work MpiCommunicator::post(Collective op) {
+  failIfPeerLost();
   validate(op, rank_, size_);
   const std::string_view name = pathName(op);
   return progress_->enqueue(std::move(op), name);
 }
 
 void MpiCommunicator::run(Collective op) {
+  failIfPeerLost();
   validate(op, rank_, size_);
   const std::string_view name = pathName(op);
   progress_->runBlocking(std::move(op), name);

@@ -9,7 +9,8 @@
 // all-gather of at least shmMinBytes when some node has several ranks). With checkConsistency
 // every operation first compares kind, type and sizes across ranks (one small all-gather) and
 // fails on every rank with a PeerError naming the ranks that differ. A Watchdog aborts the job
-// with a report when an operation outlives the timeout.
+// with a report when an operation outlives the timeout, and when a peer is lost, unless
+// CommOptions::raiseOnPeerLoss makes the loss a PeerError (comm/mpi/peer_loss.h).
 // Construction and destruction are collective. Thread-safety: see Communicator.
 #pragma once
 
@@ -61,6 +62,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   std::string_view pathName(const Collective& op) const;  // for descriptions
+  void failIfPeerLost() const;
   void runOp(const Collective& op, std::uint64_t seq);
   void checkConsistency(const Collective& op, std::uint64_t seq);
   void runMpi(const Collective& op);

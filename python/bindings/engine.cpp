@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
 #include "core/config/config.h"
@@ -154,19 +155,40 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
   return local;
 }
 
+// Rank 0's values of every parameter, in one buffer the parameters' initialisers share. The
+// Engine keeps its model (and so the initialisers) for its lifetime but calls each initialiser
+// once, at construction: the buffer is freed when the last one has run, so neither a copy per
+// parameter nor the buffer outlives the construction (at 4 bytes a parameter, the whole model
+// in fp32 on every rank, what ZeRO stage 3 exists not to hold).
+struct SharedInitialValues {
+  std::vector<float> flat;
+  std::size_t pending = 0;  // initialisers not yet run
+};
+
 EngineModel fillFromRankZero(LocalModel local) {
-  std::vector<float>& flat = local.flat;
-  std::vector<std::size_t>& begin = local.begin;
+  auto shared = std::make_shared<SharedInitialValues>();
+  shared->flat = std::move(local.flat);
+  const std::vector<std::size_t>& begin = local.begin;
   EngineModel& model = local.model;
   {
     py::gil_scoped_release unlocked;
-    broadcastFromRankZero(flat, begin.size());
+    broadcastFromRankZero(shared->flat, begin.size());
   }
+  shared->pending = begin.size();
   std::size_t k = 0;
   for (ModuleSpec& m : model.modules) {
     for (ParamSpec& s : m.params) {
-      const auto* f = flat.data() + begin[k++];
-      s.init = init::values(std::vector<float>(f, f + numelOf(s)));
+      const std::size_t at = begin[k++];
+      const std::uint64_t n = numelOf(s);
+      std::string name = m.name + "." + s.name;
+      s.init = [shared, at, n, name = std::move(name)](float* out, std::uint64_t numel) {
+        if (numel != n || shared->flat.size() < at + n)
+          ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name, " asked for ", numel,
+                    " elements (it has ", n, ") after the shared initial values were ",
+                    shared->flat.empty() ? "freed (an initialiser ran twice)" : "sized wrongly");
+        std::copy_n(shared->flat.data() + at, n, out);
+        if (--shared->pending == 0) std::vector<float>().swap(shared->flat);
+      };
     }
   }
   return model;
@@ -177,7 +199,7 @@ class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
-      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD))) {
+      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
     std::optional<LocalModel> local;
     std::exception_ptr failure;
     try {
@@ -197,6 +219,14 @@ class PyEngine {
     ++liveEngines();
   }
   ~PyEngine() { --liveEngines(); }
+
+  // A rank that dies makes the others raise rather than end (comm/mpi/peer_loss.h): the wait in
+  // engine.backward or engine.step raises zrt.errors.PeerError naming the lost rank.
+  static comm::CommOptions commOptions() {
+    comm::CommOptions o = comm::CommOptions::fromEnvironment();
+    o.raiseOnPeerLoss = true;
+    return o;
+  }
   PyEngine(const PyEngine&) = delete;
   PyEngine& operator=(const PyEngine&) = delete;
 
@@ -212,6 +242,8 @@ class PyEngine {
   // destroy them, during unwinding, so their collective frees are skipped and MPI_Finalize gets
   // a bounded grace (comm/mpi/left_peers.h) instead of waiting for the peers forever.
   void abandon() {
+    // After a peer loss nothing is torn down (the holder leaks the engine: LeakAfterPeerLoss).
+    if (comm::peerLost()) return;
     struct Leaving {};
     struct Unwound {
       PyEngine* self;
@@ -244,6 +276,19 @@ class PyEngine {
   std::unique_ptr<Engine> engine_;
 };
 
+// The holder of a Python Engine: after a peer loss the engine is left alive, not destroyed: its
+// threads may still be blocked in the lost peer's operation and use what it owns, and its
+// destructor's collective frees and joins would wait for the lost peer.
+struct LeakAfterPeerLoss {
+  void operator()(PyEngine* p) const {
+    if (comm::peerLost()) {
+      --liveEngines();
+      return;
+    }
+    delete p;
+  }
+};
+
 py::dict reportOf(const StepReport& r) {
   py::dict d;
   d["step"] = r.step;
@@ -272,7 +317,7 @@ void bindEngine(py::module_& m) {
 
   // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
   using G = py::call_guard<py::gil_scoped_release>;
-  py::class_<PyEngine>(m, "Engine")
+  py::class_<PyEngine, std::unique_ptr<PyEngine, LeakAfterPeerLoss>>(m, "Engine")
       .def(py::init<const std::string&, const std::string&,
                     const std::vector<std::pair<std::string, std::vector<PyParam>>>&>(),
            py::arg("config_text"), py::arg("source"), py::arg("modules"))
@@ -347,6 +392,8 @@ void bindEngine(py::module_& m) {
              return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
            });
 
+  m.def("peer_lost", [] { return comm::peerLost(); },
+        "Whether a peer rank was lost (its process exited while this rank waited for it).");
   m.def("finalize",
         [] {
           if (liveEngines() > 0) {

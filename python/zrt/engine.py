@@ -308,8 +308,9 @@ class Engine:
                 self._bind_views(i)
 
     def fp32_state_dict(self):
-        """Every parameter's current value in fp32 (the master weights), by the model's own
-        names. Collective at stage 3."""
+        """Every parameter's current value widened to fp32, by the model's own names: the
+        parameters the model computes with (under fp16 or bf16, the fp32 master weights rounded
+        to that dtype). Collective at stage 3."""
         out = {}
         for i, (name, _, own) in enumerate(self._mods):
             for k, (pname, p) in enumerate(own):

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "comm/progress_thread.h"
+#include "core/error.h"
 
 using namespace zrt;
 using namespace zrt::comm;
@@ -53,4 +55,52 @@ TEST_CASE("inFlight names the running operation and how long it has run") {
   progress.drain();
   CHECK_FALSE(progress.inFlight().running);
   CHECK(progress.inFlight().seconds == 0);
+}
+
+// abandon(): what a lost peer does in raise mode (comm/mpi/peer_loss.h). The operation in flight
+// stays blocked in its runner, yet its wait, the waits of the operations queued behind it and
+// every later post fail with the error; the queued ones never run; blocking calls do not run
+// inline (the caller could not be woken) when inlineBlocking is off.
+TEST_CASE("abandon fails the operation in flight, the queued ones and later ones") {
+  std::mutex mu;
+  std::condition_variable cv;
+  int entered = 0;
+  bool release = false;
+  CommStats stats(2);
+  std::optional<ProgressThread> progress;
+  progress.emplace(
+      "test",
+      [&](const Collective&, std::uint64_t) {
+        std::unique_lock lock(mu);
+        ++entered;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+      },
+      stats, /*inlineBlocking=*/false);
+  std::vector<float> buf(4);
+  const auto op = [&] { return allReduceOp(buf.data(), buf.data(), buf.size(), DType::F32); };
+  Work running = progress->enqueue(op(), "test");
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return entered == 1; }));
+  }
+  Work queued = progress->enqueue(op(), "test");
+  CHECK_FALSE(progress->abandoned());
+  progress->abandon(std::make_exception_ptr(PeerError("peer lost: rank 1 (pid 42) exited")));
+  CHECK(progress->abandoned());
+  CHECK(running.isCompleted());
+  CHECK(queued.isCompleted());
+  CHECK_THROWS_WITH_AS(running.wait(), "peer lost: rank 1 (pid 42) exited", PeerError);
+  CHECK_THROWS_WITH_AS(queued.wait(), doctest::Contains("allReduce #2"), PeerError);
+  CHECK_THROWS_WITH_AS(queued.wait(), doctest::Contains("peer lost: rank 1"), PeerError);
+  CHECK_THROWS_AS(progress->enqueue(op(), "test").wait(), PeerError);
+  CHECK_THROWS_AS(progress->runBlocking(op(), "test"), PeerError);
+  progress->drain();  // returns: nothing will run any more
+  {
+    std::lock_guard lock(mu);
+    release = true;  // the runner returns (a real one would not), so the thread can be joined
+  }
+  cv.notify_all();
+  progress.reset();  // joins the thread, which would have run anything still queued
+  CHECK(entered == 1);  // the queued and later operations never ran
 }

@@ -1,8 +1,8 @@
 """Run by dead_rank_test.py under `mpirun -np 2`: trains at stage 3; in step 3 rank 1 prints
 "rank 1 leaves" and then SIGKILLs itself (mode kill) or raises a Python exception that ends its
-program (mode throw), while rank 0 goes on into the backward's collectives. Should rank 0 get
-an exception out of the Engine instead (not what ZRT does today: see the test), it prints it
-and exits 3."""
+program (mode throw), while rank 0 goes on into the backward's collectives. When rank 0 gets
+an exception out of the Engine it prints "rank 0 raised <type>: <message>" and lets it end the
+program (the path a user's script takes: zrt's exit handler, then the interpreter's exit)."""
 import os
 import signal
 import sys
@@ -37,5 +37,5 @@ except zrt.errors.Error as e:
     if rank == 1:
         raise
     print(f"rank {rank} raised {type(e).__name__}: {e}", flush=True)
-    os._exit(3)
+    raise
 sys.exit(f"rank {rank}: training went on although rank 1 was killed")
