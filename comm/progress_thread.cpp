@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 
-#include "comm/caller_activity.h"
 #include "core/error.h"
 #include "core/timing.h"
 #include "core/units.h"
@@ -78,7 +77,7 @@ Work ProgressThread::enqueue(Collective op, std::string_view path) {
     state->finish(naming(abandoned_, *state));
     return Work(state);
   }
-  queue_.push_back(Item{std::move(op), state, seq, currentCallerActivity()});
+  queue_.push_back(Item{std::move(op), state, seq});
   cv_.notify_all();
   return Work(state);
 }
@@ -92,7 +91,7 @@ void ProgressThread::runBlocking(Collective op, std::string_view path) {
   }
   const std::uint64_t seq = ++snap_.issued;
   auto state = makeState(op, seq, path);
-  Item item{std::move(op), std::move(state), seq, currentCallerActivity()};
+  Item item{std::move(op), std::move(state), seq};
   markStarted(item);
   execute(item, lock);
   lock.unlock();
@@ -145,7 +144,6 @@ void ProgressThread::markStarted(const Item& item) {
   snap_.bytes = opBytes(item.op);
   snap_.work = item.state;
   snap_.since = std::chrono::steady_clock::now();
-  snap_.activity = item.activity;
 }
 
 void ProgressThread::execute(Item& item, std::unique_lock<std::mutex>& lock) {

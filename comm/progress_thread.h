@@ -52,8 +52,6 @@ class ProgressThread {
     std::uint64_t bytes = 0;
     std::shared_ptr<WorkState> work;  // its description(): "allReduce #3 (4.00 KiB fp32, path shm)"
     std::chrono::steady_clock::time_point since{};
-    // What the caller was doing when it posted the operation (caller_activity.h); may be null.
-    std::shared_ptr<const std::string> activity;
   };
   Snapshot snapshot() const;
   // The operation running now and how long it has run (nothing running: running = false).
@@ -74,7 +72,6 @@ class ProgressThread {
     Collective op;
     std::shared_ptr<WorkState> state;
     std::uint64_t seq;
-    std::shared_ptr<const std::string> activity;
   };
   void run();
   std::shared_ptr<WorkState> makeState(const Collective& op, std::uint64_t seq, std::string_view path);

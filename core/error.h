@@ -61,21 +61,6 @@ class ExternalError : public Error {
 void setProcessRank(int rank) noexcept;
 int processRank() noexcept;
 
-// `message` without the "[rank R] " it starts with, for a report that already names the rank
-// of each message it quotes (a collective error lists every rank's own message).
-std::string_view withoutRankPrefix(std::string_view message) noexcept;
-
-// Agreed failures. When every rank throws the same error after a collective that told each of
-// them that all ranks fail (runtime/collective_failure.h), no rank is left waiting in a
-// collective for another, so the teardown code that warns about peers left behind while an
-// exception unwinds (comm/mpi/left_peers.h) has nothing to warn about. The thrower marks the
-// exception just before throwing it; unwindingAgreedFailure() is true on that thread while it
-// unwinds (it compares std::uncaught_exceptions() with the count at the mark; the next ZRT error
-// built clears the mark, so an exception thrown after the marked one was caught is not taken
-// for it). Mark after building the exception, right before `throw`.
-void markThrowAgreed() noexcept;
-bool unwindingAgreedFailure() noexcept;
-
 namespace detail {
 
 template <class... Args>

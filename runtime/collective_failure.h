@@ -19,14 +19,9 @@ void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, con
   std::vector<std::string> all = comm::allGatherStrings(comm, mine);
   all[static_cast<std::size_t>(comm.rank())] = mine;  // heard even through a silent backend
   std::string report;
-  // Each line names its rank once: a quoted ZRT error's own "[rank R] " prefix goes.
   for (std::size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty())
-      report += "\n  rank " + std::to_string(r) + ": " + std::string(withoutRankPrefix(all[r]));
-  if (report.empty()) return;
-  ErrorType error(detail::where(__FILE__, __LINE__) + what + report);
-  markThrowAgreed();  // every rank throws this one: nobody is left in a collective
-  throw error;
+    if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
+  if (!report.empty()) ZRT_THROW(ErrorType, what, report);
 }
 
 // Runs `f`; what it throws on any rank is thrown on every rank as ErrorType after `what`.

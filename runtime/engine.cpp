@@ -15,27 +15,15 @@
 #include "runtime/engine_impl.h"
 #include "runtime/optim/adam.h"
 #include "runtime/collective_failure.h"
-#include "comm/caller_activity.h"
-#include "comm/string_gather.h"
 
 namespace zrt {
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
-constexpr const char* kGradientsMisreported = "gradients reported wrongly";
-}  // namespace
-
 void Engine::Impl::checkModule(std::size_t module) const {
   if (module >= layout.moduleParams.size())
     ZRT_THROW(InvalidArgument, "engine: module ", module, " does not exist (", layout.moduleParams.size(),
               " modules)");
-}
-
-std::string Engine::Impl::call(const char* name, std::optional<std::size_t> module) const {
-  std::string text = std::string("Engine::") + name + "(";
-  if (module && *module < model.modules.size()) text += "module '" + moduleName(*module) + "'";
-  return text + ") in step " + std::to_string(attempted + 1) + ", micro-step " + std::to_string(micro);
 }
 
 int Engine::stage() const { return impl_->stage; }
@@ -51,7 +39,6 @@ double Engine::lossScale() const { return impl_->scaler.scale(); }
 double Engine::gradientSeed() const { return impl_->scaler.scale() / impl_->accumulation; }
 
 void Engine::beginMicroStep() {
-  const comm::CallerActivity activity(impl_->call("beginMicroStep"));
   Impl& e = *impl_;
   if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: beginMicroStep twice without endMicroStep");
   if (e.micro >= e.accumulation)
@@ -66,25 +53,21 @@ void Engine::beginMicroStep() {
 }
 
 std::vector<TensorRef> Engine::parameters(std::size_t module) {
-  const comm::CallerActivity activity(impl_->call("parameters", module));
   impl_->checkModule(module);
   return impl_->parameters->parameters(module);
 }
 
 void Engine::release(std::size_t module) {
-  const comm::CallerActivity activity(impl_->call("release", module));
   impl_->checkModule(module);
   impl_->parameters->release(module);
 }
 
 std::vector<TensorRef> Engine::gradients(std::size_t module) {
-  const comm::CallerActivity activity(impl_->call("gradients", module));
   Impl& e = *impl_;
   e.checkModule(module);
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: gradients() outside a micro-step");
   if (e.handedOut >= 0 && static_cast<std::size_t>(e.handedOut) != module)
-    e.misused(kGradientsMisreported,
-              "module '" + e.moduleName(module) + "' asked for its gradient buffers before module '" +
+    e.misused("module '" + e.moduleName(module) + "' asked for its gradient buffers before module '" +
               e.moduleName(static_cast<std::size_t>(e.handedOut)) + "' called backwardDone");
   e.handedOut = static_cast<int>(module);
   std::vector<TensorRef> out;
@@ -97,13 +80,11 @@ std::vector<TensorRef> Engine::gradients(std::size_t module) {
 }
 
 void Engine::backwardDone(std::size_t module) {
-  const comm::CallerActivity activity(impl_->call("backwardDone", module));
   Impl& e = *impl_;
   e.checkModule(module);
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: backwardDone() outside a micro-step");
   if (e.done[module]) {
-    e.misused(kGradientsMisreported,
-              "module '" + e.moduleName(module) + "' reported its gradients twice in micro-step " +
+    e.misused("module '" + e.moduleName(module) + "' reported its gradients twice in micro-step " +
               std::to_string(e.micro));
     return;
   }
@@ -113,40 +94,19 @@ void Engine::backwardDone(std::size_t module) {
 }
 
 // Every rank learns whether any rank misused the API this micro-step, after the collectives
-// every rank posted, and all throw the same error. Its headline is the kind of misuse when
-// every rank that misused the API did it the same way.
-void Engine::Impl::agreeNoMisuse(int microStep) {
-  const Misuse mine = std::exchange(misuse, {});
-  const std::string text = mine.kind.empty() ? std::string() : mine.kind + '\n' + mine.detail;
-  std::vector<std::string> all = comm::allGatherStrings(comm, text);
-  all[static_cast<std::size_t>(comm.rank())] = text;  // heard even through a silent backend
-  std::string kind, lines;
-  bool oneKind = true;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty()) continue;
-    const std::size_t cut = all[r].find('\n');
-    const std::string k = all[r].substr(0, cut);
-    oneKind = oneKind && (kind.empty() || k == kind);
-    kind = k;
-    lines += "\n  rank " + std::to_string(r) + ": " + all[r].substr(cut + 1);
-  }
-  if (lines.empty()) return;
-  InvalidArgument error(detail::where(__FILE__, __LINE__) + "engine: " +
-                        (oneKind ? kind : std::string("the API was misused")) + " in micro-step " +
-                        std::to_string(microStep) + ":" + lines);
-  markThrowAgreed();  // every rank throws this one: nobody is left in a collective
-  throw error;
+// every rank posted, and all throw the same error.
+void Engine::Impl::agreeNoMisuse() {
+  const std::string mine = std::exchange(misuse, {});
+  throwIfAnyRankFailed<InvalidArgument>(comm, mine, "engine: gradients reported wrongly:");
 }
 
 void Engine::endMicroStep() {
-  const comm::CallerActivity activity(impl_->call("endMicroStep"));
   Impl& e = *impl_;
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: endMicroStep without beginMicroStep");
   const double wall = secondsSince(e.microStart);
   for (std::size_t m = 0; m < e.done.size(); ++m) {
     if (e.done[m] || !e.layout.trains(m)) continue;
-    e.misused(kGradientsMisreported,
-              "module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
+    e.misused("module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
               std::to_string(e.micro));
     e.gradients->missing(m);
   }
@@ -161,9 +121,7 @@ void Engine::endMicroStep() {
   e.fetches.reused += c.reused;
   e.fetches.readAhead += c.readAhead;
   e.fetches.readWaitSeconds += c.readWaitSeconds;
-  if (!unreleased.empty())
-    e.misused("parameters fetched and never released (each parameters() pairs with a release())",
-              unreleased);
+  if (!unreleased.empty()) e.misused(unreleased);
   const auto t0 = Clock::now();
   e.inMicro = false;
   ++e.micro;
@@ -172,14 +130,13 @@ void Engine::endMicroStep() {
   // gathers went on, so nobody waits; the step's values are not used).
   if (const std::optional<std::string> failure = e.parameters->takeIoFailure())
     throwIfAnyRankFailed<PeerError>(e.comm, *failure, "engine: reading parameters failed:");
-  e.agreeNoMisuse(e.micro - 1);  // the one that just ended
+  e.agreeNoMisuse();
   e.parameters->endPass();
   e.commSeconds += waitedInBackward + secondsSince(t0);
   e.computeSeconds += std::max(0.0, wall - waitedInBackward);
 }
 
 StepReport Engine::step() {
-  const comm::CallerActivity activity(impl_->call("step"));
   Impl& e = *impl_;
   if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: step() inside a micro-step");
   if (e.micro != e.accumulation)
@@ -263,7 +220,6 @@ std::optional<offload::EngineStats> Engine::ioStats() const {
 const comm::Communicator* Engine::gatherLane() const { return impl_->gatherLane.get(); }
 
 std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param) const {
-  const comm::CallerActivity activity(impl_->call("parameterValues", module));
   const Impl& e = *impl_;
   return e.parameters->value(e.layout.params.at(e.layout.moduleParams.at(module).at(param)));
 }

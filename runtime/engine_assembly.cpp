@@ -10,7 +10,6 @@
 #include <filesystem>
 
 #include "comm/allgather_bucketer.h"
-#include "comm/caller_activity.h"
 #include "comm/gradient_bucketer.h"
 #include "core/element_arithmetic.h"
 #include "core/error.h"
@@ -226,7 +225,6 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, E
   // Before the first collective, so a rank that never arrives is reported after the config's
   // time, not the communicator's default; its lanes, duplicated below, inherit it.
   comm.useConfigTimeout(config.zrt.comm_timeout_s);
-  const comm::CallerActivity activity("Engine::Engine (construction, collective)");
   Impl& e = *impl_;
   e.validate();
   checkSameRegistration(comm, e.model);

@@ -3,7 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/caller_activity.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/engine_impl.h"
@@ -67,13 +66,11 @@ void Engine::save(const std::string& dir, const std::string& tag) {
 }
 
 void Engine::save(const std::string& dir, const std::string& tag, const nlohmann::json& metadata) {
-  const comm::CallerActivity activity(impl_->call("save"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::save(CheckpointAccess::view(*this, copies), dir, tag, metadata);
 }
 
 void Engine::load(const std::string& dir, const std::string& tag) {
-  const comm::CallerActivity activity(impl_->call("load"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::load(CheckpointAccess::view(*this, copies), dir, tag);
 }
@@ -86,7 +83,6 @@ void Engine::loadWeights(const std::string& path, const std::vector<std::string>
 
 void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing,
                          const std::function<std::string(const std::string&)>& rename) {
-  const comm::CallerActivity activity(impl_->call("loadWeights"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path, mayBeMissing, rename);
 }

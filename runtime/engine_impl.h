@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,11 +71,7 @@ struct Engine::Impl {
   int micro = 0;  // micro-steps finished in this step
   bool inMicro = false;
   std::vector<char> done;
-  // The first misuse of the API this micro-step on this rank: what kind (the headline every rank
-  // prints when all that failed agree on it) and what exactly.
-  struct Misuse {
-    std::string kind, detail;
-  } misuse;
+  std::string misuse;
   int handedOut = -1;  // module whose gradients are in the workspace
   std::int64_t attempted = 0;
   std::int64_t taken = 0;
@@ -87,9 +82,6 @@ struct Engine::Impl {
   bool optimizerOffloaded() const { return static_cast<bool>(states->gradientHostShard()); }
   const std::string& moduleName(std::size_t m) const { return model.modules[m].name; }
   void checkModule(std::size_t module) const;
-  // The public call in progress, for hang reports (comm/caller_activity.h):
-  // "Engine::parameters(module 'h.3.attn') in step 7, micro-step 2".
-  std::string call(const char* name, std::optional<std::size_t> module = std::nullopt) const;
 
   // engine_assembly.cpp
   void validate();
@@ -97,10 +89,10 @@ struct Engine::Impl {
   void initialise();
   void connect();  // the collective parts: buckets, gather lane, parameter home
   // engine.cpp
-  void misused(std::string kind, std::string detail) {
-    if (misuse.kind.empty()) misuse = {std::move(kind), std::move(detail)};
+  void misused(std::string what) {
+    if (misuse.empty()) misuse = std::move(what);
   }
-  void agreeNoMisuse(int microStep);
+  void agreeNoMisuse();
   // shard_optimizer.cpp
   double groupLr(int group, std::int64_t step) const;
   double groupWeightDecay(int group) const;

@@ -7,7 +7,6 @@
 
 #include "comm/comm_options.h"
 #include "comm/mpi/peer_loss.h"
-#include "core/error.h"
 #include "core/log.h"
 
 namespace zrt::comm {
@@ -22,10 +21,7 @@ bool skipCollectiveTeardown(const char* what) noexcept {
   // A rank alone has no peers to leave: its frees cannot wait for anyone.
   int world = 0;
   if (MPI_Comm_size(MPI_COMM_WORLD, &world) == MPI_SUCCESS && world == 1) return false;
-  // An agreed failure (core/error.h: every rank throws it after hearing that all do) leaves no
-  // peer inside a collective: the skip stays (ranks may have built different parts before it),
-  // but the warning, one per rank, would only alarm.
-  if (!g_left.exchange(true) && !unwindingAgreedFailure()) {
+  if (!g_left.exchange(true)) {
     try {
       logWarning(detail::cat("an exception is unwinding this rank while its peers may still be in the "
                              "collectives it left: skipping collective teardown (", what,

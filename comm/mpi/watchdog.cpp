@@ -264,14 +264,11 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
   }
   // A query to a peer that is gone may never complete: each release waits a bounded time.
   queries.clear();
-  // Which of the program's calls posted it: the operation's number alone does not say.
-  const std::string postedIn =
-      op.activity ? detail::cat("\n  posted by this rank in ", *op.activity) : std::string();
   return detail::cat("collective timeout: ", op.work->description(), " (", op.bytes,
                      " bytes) has not completed after ", fmt1(secondsSince(op.since)),
                      " s on rank ", rank_, " (timeout ", fmt1(limit.count() / 1000.0),
                      " s); ranks that had not arrived: ", notArrived.empty() ? "none" : notArrived,
-                     postedIn, lines);
+                     lines);
 }
 
 }  // namespace zrt::comm

@@ -107,16 +107,8 @@ void agreeOnSetUp(std::exception_ptr failure) {
   std::string text(static_cast<std::size_t>(length), '\0');
   if (rank == first) text = message;
   if (length > 0) ZRT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, first, MPI_COMM_WORLD));
-  // Every rank raises now, having heard that the others do: no teardown warning is due
-  // (core/error.h, agreed failures).
-  if (failure) {
-    markThrowAgreed();
-    std::rethrow_exception(failure);
-  }
-  PeerError error(detail::where(__FILE__, __LINE__) +
-                  detail::cat("zrt.initialize: rank ", first, " failed to set up: ", text));
-  markThrowAgreed();
-  throw error;
+  if (failure) std::rethrow_exception(failure);
+  ZRT_THROW(PeerError, "zrt.initialize: rank ", first, " failed to set up: ", text);
 }
 
 // The model as registered, with the initial values still this rank's own (flat, begin: where

@@ -46,39 +46,3 @@ TEST_CASE("messages name source files from the repository's root, not the build 
     CHECK(std::string(e.what()).rfind("tests/core/error_test.cpp:", 0) == 0);
   }
 }
-
-TEST_CASE("withoutRankPrefix drops one leading \"[rank R] \" and nothing else") {
-  CHECK(zrt::withoutRankPrefix("[rank 12] core/x.cpp:3: bad") == "core/x.cpp:3: bad");
-  CHECK(zrt::withoutRankPrefix("core/x.cpp:3: bad") == "core/x.cpp:3: bad");
-  CHECK(zrt::withoutRankPrefix("[rank ] x") == "[rank ] x");
-  CHECK(zrt::withoutRankPrefix("[rank 1]x") == "[rank 1]x");
-  CHECK(zrt::withoutRankPrefix("[rank 1] [rank 1] x") == "[rank 1] x");
-}
-
-namespace {
-// Records, from a destructor run while an exception unwinds, whether it is the marked one.
-struct SeesUnwinding {
-  bool* agreed;
-  ~SeesUnwinding() { *agreed = zrt::unwindingAgreedFailure(); }
-};
-}  // namespace
-
-TEST_CASE("an agreed failure is seen as such while it unwinds, and only then") {
-  bool agreed = false;
-  try {
-    SeesUnwinding watch{&agreed};
-    zrt::PeerError error(zrt::detail::where(__FILE__, __LINE__) + "every rank failed");
-    zrt::markThrowAgreed();
-    throw error;
-  } catch (const zrt::PeerError&) {
-  }
-  CHECK(agreed);
-  CHECK_FALSE(zrt::unwindingAgreedFailure());  // caught: nothing unwinds
-  // The next error, thrown unmarked at the same depth, is not taken for the caught one.
-  try {
-    SeesUnwinding watch{&agreed};
-    ZRT_THROW(zrt::Error, "one rank's own failure");
-  } catch (const zrt::Error&) {
-  }
-  CHECK_FALSE(agreed);
-}

@@ -319,8 +319,6 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
       CAPTURE(msg);
       CHECK(msg.find("rank " + std::to_string(world - 1) + ": module 'layer1' never reported") !=
             std::string::npos);
-      // The headline says what went wrong, once, with the micro-step.
-      CHECK(msg.find("engine: gradients reported wrongly in micro-step 0:\n") != std::string::npos);
     }
     {
       Engine engine(c, *device, comm, test::testModel());
@@ -352,32 +350,6 @@ TEST_CASE("a rank whose device is too small fails set-up on every rank, with the
   CHECK(peerError);
   CHECK(msg.find("rank " + std::to_string(world - 1) + ": ") != std::string::npos);
   CHECK(msg.find("memory ledger") != std::string::npos);
-  // Each rank is named once: the quoted error's own "[rank R] " prefix is not repeated after the
-  // "rank R: " of its line (it read "rank 1: [rank 1] core/device.cpp:...").
-  CHECK(msg.find("rank " + std::to_string(world - 1) + ": [rank") == std::string::npos);
-  CHECK(msg.find(": [rank ") == std::string::npos);
-}
-
-TEST_CASE("a module fetched and never released is reported as such on every rank") {
-  const int world = test::worldSize();
-  comm::MpiCommunicator comm(MPI_COMM_WORLD);
-  MemoryLedger ledger;
-  auto device = makeDevice("host:64M", ledger);
-  const std::string json = detail::cat(
-      R"({"train_batch_size": )", world, R"(, "train_micro_batch_size_per_gpu": 1, )",
-      R"("optimizer": {"type": "AdamW", "params": {"lr": 0.01}}, )",
-      R"("zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10}})");
-  Engine engine(parseConfig(json, "unreleased", world), *device, comm, test::testModel());
-  test::TrainHooks keep;
-  // Every rank fetches layer2 once more in its forward and never releases it.
-  keep.beforeDone = [&](int, int, int layer, TensorRef&) {
-    if (layer == 2) engine.parameters(2);
-  };
-  const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, 1, keep); });
-  CAPTURE(msg);
-  CHECK(msg.find("engine: parameters fetched and never released") != std::string::npos);
-  CHECK(msg.find("gradients reported wrongly") == std::string::npos);
-  CHECK(msg.find("rank 0: modules fetched and never released: 'layer2'") != std::string::npos);
 }
 
 TEST_CASE("16-bit micro-steps add up in fp32, not in the training dtype") {
