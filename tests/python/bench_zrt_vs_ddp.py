@@ -7,7 +7,8 @@ and zrt's tokens/s as a multiple of DDP's (targets: >= 1.0x at stage 0, 0.9x at 
   mpirun -np 2 python3 tests/python/bench_zrt_vs_ddp.py [--size large] [--layers 4 --d 256 --steps 10 --nvme DIR]
 
 --size picks the model's shape (explicit --layers, --d... still win): `default`, where activations
-and torch's own memory dominate RSS, and `large` (118 M parameters, one short sequence a rank),
+and torch's own memory dominate RSS, and `large` (118 M parameters, one short sequence a rank,
+zrt's buckets at DDP's 25 MB rather than DeepSpeed's defaults, which are as large as the model),
 where the parameters' memory does: there the RSS below DDP's, per parameter, is what the targets
 are about (at least 6 bytes a parameter at stage 3, 12 with NVMe offload; DDP keeps 16 and more).
 
@@ -53,7 +54,7 @@ def timed(step, steps, warmup=2):
 # activations stay small beside them.
 SIZES = {
     "default": dict(layers=4, d=256, heads=4, vocab=4096, context=128, micro=8),
-    "large": dict(layers=8, d=1024, heads=8, vocab=8192, context=32, micro=1, steps=3),
+    "large": dict(layers=8, d=1024, heads=8, vocab=8192, context=32, micro=1, steps=3, bucket=6_250_000),
 }
 
 
@@ -67,6 +68,9 @@ def main():
     ap.add_argument("--micro", type=int, default=8, help="sequences per rank per step")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--nvme", default=None, help="directory for the NVMe run (default: a temporary one)")
+    ap.add_argument("--bucket", type=int, default=None,
+                    help="zrt's reduce, all-gather and stage-3 prefetch bucket sizes in elements (default: "
+                         "DeepSpeed's, 5e8 and 5e7, buffers as large as the model); DDP's are 25 MB, 6.25 M fp32")
     ap.add_argument("--size", choices=sorted(SIZES), default="default",
                     help="the model's shape; explicit --layers, --d, ... override it")
     ap.set_defaults(**SIZES[ap.parse_known_args()[0].size])
@@ -123,6 +127,9 @@ def main():
             ("zrt stage 3 + NVMe", {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": nvme_dir},
                                     "offload_param": {"device": "nvme", "nvme_path": nvme_dir}})]
     for name, zero in runs:
+        if a.bucket:
+            zero = dict(zero, reduce_bucket_size=a.bucket, allgather_bucket_size=a.bucket,
+                        stage3_prefetch_bucket_size=a.bucket)
         peak_rss_reset()
         engine = zrt.initialize(model=make(), config=dict(base, zero_optimization=zero))
 
@@ -138,7 +145,7 @@ def main():
         params = sum(p.numel() for p in make().parameters())
         print(f"GPT-2: {a.layers} layers, d={a.d}, vocab {a.vocab}, context {a.context}: {params / 1e6:.2f} M "
               f"parameters; {world} ranks x {a.micro} sequences; median of {a.steps} steps; torch {torch.__version__}, "
-              f"{torch.get_num_threads()} threads per rank")
+              f"{torch.get_num_threads()} threads per rank; zrt buckets {a.bucket or 'DeepSpeed default'} elements")
         ddp = rows[0][1]
         print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} {'RSS at end':<12} "
               "last step: compute / comm waited / optimizer s")
