@@ -2,7 +2,7 @@
 // allgather_bucket_size elements (counted over all ranks), as DeepSpeed gathers updated
 // parameters after the optimizer step (stages 1 and 2: one flat buffer, cut into pieces) and
 // fetches parameters ahead of use (stage 3: many parameters, small ones coalesced into one
-// bucket). Items are partitioned by partition/shard.h. A bucket of one piece is one all-gather
+// bucket). Items are partitioned by core/shard.h. A bucket of one piece is one all-gather
 // straight into the full buffer (per-rank displacements, in place when the shard lies inside
 // it); a bucket of several pieces packs them, gathers once, and unpacks when waited for.
 // With overlap_comm every bucket is posted at start() and waitBucket(k) returns as soon as

@@ -8,7 +8,7 @@
 // launched in plan order (descending offsets) on every rank.
 //
 // All-gather buckets: items (a flat buffer, or in stage 3 each parameter) are partitioned over
-// the ranks by partition/shard.h. A bucket gathers pieces — the same range of every rank's shard
+// the ranks by core/shard.h. A bucket gathers pieces — the same range of every rank's shard
 // of an item — totalling at most `bucketElems` elements over all ranks; a large item is cut into
 // several pieces, small items share a bucket.
 // Pure functions; thread-safe.

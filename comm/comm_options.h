@@ -1,6 +1,6 @@
 // Options of the MPI backend as a plain struct, defaults first, then the environment (read once
 // per call of fromEnvironment and logged at info level), then whatever the caller sets. The
-// config file's comm timeout (zrt.comm_timeout_s in runtime/config/config.h) maps to `timeout`.
+// config file's comm timeout (zrt.comm_timeout_s in core/config/config.h) maps to `timeout`.
 //
 //   ZRT_COMM_PATH            auto | mpi | shm   which algorithm host collectives use
 //   ZRT_COMM_TIMEOUT_S       seconds before a collective that has not completed aborts the job

@@ -4,7 +4,7 @@
 // reduce_bucket_size elements (comm/bucket_plan.h), and each full bucket is launched at once:
 //   stages 0 and 1: an all-reduce of the bucket, in place in a flat gradient buffer that then
 //                   holds every rank's averaged gradients;
-//   stages 2 and 3: a reduce-scatter of the bucket into the owners' shards (partition/shard.h
+//   stages 2 and 3: a reduce-scatter of the bucket into the owners' shards (core/shard.h
 //                   splits the flat buffer), so each rank ends with its averaged shard only;
 //                   buckets go through a ring of staging buffers (two with overlap_comm).
 // overlap_comm false: each bucket is waited for where it is launched (synchronous).

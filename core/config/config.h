@@ -191,7 +191,7 @@ struct OffloadRuleBreach {
 std::optional<OffloadRuleBreach> offloadRuleBreach(int stage, OffloadDevice optimizer,
                                                    OffloadDevice param);
 
-// The device spec for makeDevice() (runtime/device.h) the config asks for: "host:<bytes>" when
+// The device spec for makeDevice() (core/device.h) the config asks for: "host:<bytes>" when
 // zrt.host_device_memory is set ("host-strict:<bytes>" for the strict host device), else
 // zrt.device ("host", "host-strict", "cuda", "cuda:<n>").
 std::string deviceSpec(const Config& config);

@@ -1,6 +1,6 @@
 // Bulk conversions between fp32 and fp32/fp16/bf16 on a chosen CPU path, through exactly the
 // load and store routines the optimizer kernels use for gradients and parameter copies. They
-// give the same bits as runtime/dtype.h's scalar conversions on every path (tests check every
+// give the same bits as core/dtype.h's scalar conversions on every path (tests check every
 // fp16/bf16 bit pattern), so a caller may use them for casts of their own as well.
 // Single-threaded; thread-safe for disjoint buffers.
 #pragma once

@@ -2,7 +2,7 @@
 // the scalar path, which runs the same operations. Built with -mavx2 -mfma -mf16c and
 // -ffp-contract=off; called only where resolveIsa() found those features.
 // fp16 conversions use F16C (round to nearest even, exact widening); bf16 rounding is done with
-// integer operations that mirror runtime/dtype.h's floatToBf16 (tests hold every path to it).
+// integer operations that mirror core/dtype.h's floatToBf16 (tests hold every path to it).
 // GCC 12 reports its own intrinsics' deliberately undefined vectors (_mm*_undefined_*) as
 // "may be used uninitialized" (GCC bug 105593); the warning is about the header, not this file.
 #pragma GCC diagnostic push

@@ -3,7 +3,7 @@
 // written). Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c and -ffp-contract=off;
 // called only where resolveIsa() found AVX-512 F, BW and VL.
 // fp16 conversions use the hardware converters (round to nearest even, exact widening); bf16
-// rounding is done with integer operations that mirror runtime/dtype.h's floatToBf16 rather
+// rounding is done with integer operations that mirror core/dtype.h's floatToBf16 rather
 // than VCVTNEPS2BF16, which flushes subnormals to zero and would differ from the scalar path.
 // GCC 12 reports its own intrinsics' deliberately undefined vectors (_mm*_undefined_*) as
 // "may be used uninitialized" (GCC bug 105593); the warning is about the header, not this file.

@@ -1,7 +1,7 @@
 // The scalar path: one element at a time, for processors without AVX2 and for the tails of the
 // AVX2 path. Built with -ffp-contract=off (runtime/optim/CMakeLists.txt) so the compiler never
 // fuses a multiply and an add that the kernels keep separate; fma is written out where the
-// operation order (kernel_args.h) has one. Conversions are runtime/dtype.h's exact ones.
+// operation order (kernel_args.h) has one. Conversions are core/dtype.h's exact ones.
 #include <bit>
 #include <cmath>
 #include <cstdint>
