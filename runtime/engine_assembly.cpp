@@ -222,6 +222,7 @@ void Engine::Impl::connect() {
 
 Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model)
     : impl_(std::make_unique<Impl>(config, device, comm, std::move(model))) {
+  const comm::CallerLabel label = Impl::enter("Engine::Engine() (set-up)");
   // Before the first collective, so a rank that never arrives is reported after the config's
   // time, not the communicator's default; its lanes, duplicated below, inherit it.
   comm.useConfigTimeout(config.zrt.comm_timeout_s);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/caller_label.h"
 #include "comm/communicator.h"
 #include "core/config/config.h"
 #include "core/device.h"
@@ -71,6 +72,9 @@ struct Engine::Impl {
   int micro = 0;  // micro-steps finished in this step
   bool inMicro = false;
   std::vector<char> done;
+  // How the API was misused in this micro-step: each kind seen, and the first one's detail.
+  enum Misuse : unsigned { kOutOfOrder = 1, kReportedTwice = 2, kNeverReported = 4, kUnreleased = 8 };
+  unsigned misuseKinds = 0;
   std::string misuse;
   int handedOut = -1;  // module whose gradients are in the workspace
   std::int64_t attempted = 0;
@@ -89,10 +93,17 @@ struct Engine::Impl {
   void initialise();
   void connect();  // the collective parts: buckets, gather lane, parameter home
   // engine.cpp
-  void misused(std::string what) {
+  void misused(Misuse kind, std::string what) {
+    misuseKinds |= kind;
     if (misuse.empty()) misuse = std::move(what);
   }
   void agreeNoMisuse();
+  // Each public call that may post collectives names itself for the hang reports
+  // (comm/caller_label.h): "Engine::parameters(module 'h.3'), micro-step 7 of step 2".
+  std::string callLabel(const char* call) const;
+  std::string callLabel(const char* call, std::size_t module) const;
+  std::string when() const;
+  static comm::CallerLabel enter(std::string label);
   // shard_optimizer.cpp
   double groupLr(int group, std::int64_t step) const;
   double groupWeightDecay(int group) const;

@@ -17,7 +17,8 @@ namespace zrt::comm {
 
 // True when called while an exception unwinds the stack of a rank with peers (a world of more
 // than one rank; one alone frees as usual): the caller skips its collective MPI call (`what`,
-// for the one log line) and the process is marked as having left its peers.
+// for the one log line, left out when every rank threw the same agreed error: agreed_failure.h)
+// and the process is marked as having left its peers.
 bool skipCollectiveTeardown(const char* what) noexcept;
 
 // Whether a collective teardown was skipped in this process.
