@@ -224,12 +224,8 @@ StepReport Engine::step() {
     // An optimizer that fails on one rank (an NVMe read) must not leave the others waiting in
     // the gathers that follow: every rank hears of it here, before any rank copies its update
     // up, so every rank keeps the step's old parameters.
-    if (e.swapper) {
-      onEveryRankOrNone<PeerError>(e.comm, "engine: the optimizer step failed:",
-                                   [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
-    } else {
-      e.runOptimizer(optim::gradMultiplier(scale, clip));
-    }
+    e.optimizerState->agreeing(e.comm, "engine: the optimizer step failed:",
+                               [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
     if (e.trainableStore) {
       // A write that fails on one rank leaves that rank's shard file half updated: every rank
       // stops here with the error (file and offset), before any gathers from the new shards.
@@ -240,7 +236,7 @@ StepReport Engine::step() {
     } else {
       e.copyUpdateUp();
     }
-    if (e.swapper) r.ioSeconds += e.swapper->takeStats().ioWaitSeconds;
+    r.ioSeconds += e.optimizerState->takeIoWaitSeconds();
     ++e.taken;
     const auto tg = Clock::now();
     e.parameters->publishUpdate();  // gathers the shards, or (stage 3) drops stale copies

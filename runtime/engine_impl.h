@@ -26,6 +26,7 @@
 #include "runtime/engine_layout.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
+#include "runtime/optimizer_state_home.h"
 #include "runtime/optimizer_swapper.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
@@ -61,6 +62,7 @@ struct Engine::Impl {
   // offload_param nvme: the trainable and frozen shards, part in host memory, part on NVMe.
   std::unique_ptr<ParamShardStore> trainableStore, frozenStore;
   std::unique_ptr<OptimizerSwapper> swapper;
+  std::unique_ptr<OptimizerStateHome> optimizerState;  // in memory, or through the swapper
   std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
   std::unique_ptr<RankGradients> gradients;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the parameter home that posts to it
