@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "comm/caller_label.h"
 #include "core/error.h"
 #include "core/timing.h"
 #include "core/units.h"
@@ -62,11 +63,13 @@ std::shared_ptr<WorkState> ProgressThread::makeState(const Collective& op, std::
   const OpKind kind = op.kind;
   const DType dtype = op.dtype;
   const std::uint64_t bytes = opBytes(op);
-  return std::make_shared<WorkState>([kind, dtype, bytes, seq, path]() -> std::string {
+  auto state = std::make_shared<WorkState>([kind, dtype, bytes, seq, path]() -> std::string {
     std::string text = detail::cat(nameOf(kind), " #", seq, " (");
     if (kind != OpKind::Barrier) text += detail::cat(formatBytes(bytes), " ", nameOf(dtype), ", ");
     return text + detail::cat("path ", path.empty() ? "-" : path, ")");
   });
+  state->setCaller(CallerLabel::current());
+  return state;
 }
 
 Work ProgressThread::enqueue(Collective op, std::string_view path) {

@@ -45,12 +45,17 @@ class WorkState {
   std::exception_ptr exception();
   std::string description();
   Event* event() const { return event_.get(); }
+  // What the caller was doing when it posted the operation (caller_label.h), for hang reports;
+  // nullptr when no label was set. Set once, before the state is shared.
+  void setCaller(std::shared_ptr<const std::string> caller) { caller_ = std::move(caller); }
+  const std::shared_ptr<const std::string>& caller() const { return caller_; }
 
  private:
   void pollDevice();  // under mu_
 
   std::string description_;
   std::function<std::string()> describe_;
+  std::shared_ptr<const std::string> caller_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
+
+#include "comm/string_gather.h"
 
 namespace zrt {
 namespace {
@@ -19,6 +22,25 @@ std::vector<std::string> splitLines(const std::string& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> gatherFailures(comm::Communicator& comm, const std::string& mine) {
+  std::vector<std::string> all = comm::allGatherStrings(comm, mine);
+  all[static_cast<std::size_t>(comm.rank())] = mine;  // heard even through a silent backend
+  return all;
+}
+
+std::string describeFailures(const std::vector<std::string>& all) {
+  std::string report;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    const std::string name = "rank " + std::to_string(r);
+    std::string_view text = all[r];
+    if (text.starts_with("[" + name + "] ")) text.remove_prefix(name.size() + 3);
+    report += "\n  " + name + ": ";
+    report += text;
+  }
+  return report;
+}
 
 void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
   std::string mine;
@@ -42,6 +64,7 @@ void checkSameRegistration(comm::Communicator& comm, const EngineModel& model) {
     if (ranksBy.size() == 1) continue;
     std::string detail;
     for (const auto& [what, ranks] : ranksBy) detail += "\n  rank(s) " + ranks + ": " + what;
+    comm::markAgreedFailure();
     ZRT_THROW(InvalidArgument, "engine: ranks registered different models; first difference at "
               "parameter #", i, ":", detail);
   }

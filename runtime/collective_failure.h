@@ -6,22 +6,34 @@
 #include <string>
 #include <vector>
 
+#include "comm/agreed_failure.h"
 #include "comm/communicator.h"
-#include "comm/string_gather.h"
 #include "core/error.h"
 #include "runtime/model_spec.h"
 
 namespace zrt {
 
+// Every rank's failure (empty: nothing failed there), in rank order. Collective.
+std::vector<std::string> gatherFailures(comm::Communicator& comm, const std::string& mine);
+
+// "\n  rank R: <its failure>" for each rank that failed, each rank named once: a failure that
+// begins with its own "[rank R] " (every ZRT error does) loses it. Empty when none failed.
+std::string describeFailures(const std::vector<std::string>& all);
+
+// Throws ErrorType on every rank with the same text when any rank failed, after marking the
+// error as agreed (comm/agreed_failure.h: the ranks unwind together, none waits for another).
+template <class ErrorType>
+void throwGathered(const std::vector<std::string>& all, const std::string& what) {
+  const std::string report = describeFailures(all);
+  if (report.empty()) return;
+  comm::markAgreedFailure();
+  ZRT_THROW(ErrorType, what, report);
+}
+
 // `mine` empty: nothing failed here. Collective.
 template <class ErrorType>
 void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, const std::string& what) {
-  std::vector<std::string> all = comm::allGatherStrings(comm, mine);
-  all[static_cast<std::size_t>(comm.rank())] = mine;  // heard even through a silent backend
-  std::string report;
-  for (std::size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) report += "\n  rank " + std::to_string(r) + ": " + all[r];
-  if (!report.empty()) ZRT_THROW(ErrorType, what, report);
+  throwGathered<ErrorType>(gatherFailures(comm, mine), what);
 }
 
 // Runs `f`; what it throws on any rank is thrown on every rank as ErrorType after `what`.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <utility>
 
+#include "comm/agreed_failure.h"
 #include "core/error.h"
 #include "core/timing.h"
 #include "runtime/engine_impl.h"
@@ -26,6 +27,26 @@ void Engine::Impl::checkModule(std::size_t module) const {
               " modules)");
 }
 
+std::string Engine::Impl::callLabel(const char* call) const {
+  return std::string("Engine::") + call + "()" + when();
+}
+
+std::string Engine::Impl::callLabel(const char* call, std::size_t module) const {
+  return std::string("Engine::") + call + "(module '" + moduleName(module) + "')" + when();
+}
+
+std::string Engine::Impl::when() const {
+  const std::string step = "step " + std::to_string(attempted + 1);
+  return inMicro ? ", micro-step " + std::to_string(micro) + " of " + step : ", " + step;
+}
+
+// A call after an agreed error the caller caught means that error is over: an exception from
+// here on is this rank's own (comm/agreed_failure.h).
+comm::CallerLabel Engine::Impl::enter(std::string label) {
+  comm::clearAgreedFailure();
+  return comm::CallerLabel(std::move(label));
+}
+
 int Engine::stage() const { return impl_->stage; }
 DType Engine::precision() const { return impl_->dtype; }
 int Engine::accumulationSteps() const { return impl_->accumulation; }
@@ -39,6 +60,7 @@ double Engine::lossScale() const { return impl_->scaler.scale(); }
 double Engine::gradientSeed() const { return impl_->scaler.scale() / impl_->accumulation; }
 
 void Engine::beginMicroStep() {
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("beginMicroStep"));
   Impl& e = *impl_;
   if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: beginMicroStep twice without endMicroStep");
   if (e.micro >= e.accumulation)
@@ -54,20 +76,23 @@ void Engine::beginMicroStep() {
 
 std::vector<TensorRef> Engine::parameters(std::size_t module) {
   impl_->checkModule(module);
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("parameters", module));
   return impl_->parameters->parameters(module);
 }
 
 void Engine::release(std::size_t module) {
   impl_->checkModule(module);
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("release", module));
   impl_->parameters->release(module);
 }
 
 std::vector<TensorRef> Engine::gradients(std::size_t module) {
   Impl& e = *impl_;
   e.checkModule(module);
+  const comm::CallerLabel label = Impl::enter(e.callLabel("gradients", module));
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: gradients() outside a micro-step");
   if (e.handedOut >= 0 && static_cast<std::size_t>(e.handedOut) != module)
-    e.misused("module '" + e.moduleName(module) + "' asked for its gradient buffers before module '" +
+    e.misused(Impl::kOutOfOrder, "module '" + e.moduleName(module) + "' asked for its gradient buffers before module '" +
               e.moduleName(static_cast<std::size_t>(e.handedOut)) + "' called backwardDone");
   e.handedOut = static_cast<int>(module);
   std::vector<TensorRef> out;
@@ -82,9 +107,10 @@ std::vector<TensorRef> Engine::gradients(std::size_t module) {
 void Engine::backwardDone(std::size_t module) {
   Impl& e = *impl_;
   e.checkModule(module);
+  const comm::CallerLabel label = Impl::enter(e.callLabel("backwardDone", module));
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: backwardDone() outside a micro-step");
   if (e.done[module]) {
-    e.misused("module '" + e.moduleName(module) + "' reported its gradients twice in micro-step " +
+    e.misused(Impl::kReportedTwice, "module '" + e.moduleName(module) + "' reported its gradients twice in micro-step " +
               std::to_string(e.micro));
     return;
   }
@@ -94,19 +120,43 @@ void Engine::backwardDone(std::size_t module) {
 }
 
 // Every rank learns whether any rank misused the API this micro-step, after the collectives
-// every rank posted, and all throw the same error.
+// every rank posted, and all throw the same error under a headline naming every kind of misuse
+// any rank saw: each rank sends its kinds (a number) and its first misuse's detail.
 void Engine::Impl::agreeNoMisuse() {
-  const std::string mine = std::exchange(misuse, {});
-  throwIfAnyRankFailed<InvalidArgument>(comm, mine, "engine: gradients reported wrongly:");
+  const unsigned kinds = std::exchange(misuseKinds, 0u);
+  const std::string detail = std::exchange(misuse, {});
+  std::vector<std::string> all =
+      gatherFailures(comm, kinds == 0 ? std::string() : std::to_string(kinds) + ":" + detail);
+  unsigned seen = 0;
+  for (std::string& failure : all) {
+    if (failure.empty()) continue;
+    const std::size_t colon = failure.find(':');
+    seen |= static_cast<unsigned>(std::stoul(failure.substr(0, colon)));
+    failure.erase(0, colon + 1);
+  }
+  if (seen == 0) return;
+  static constexpr std::pair<Misuse, const char*> kHeadlines[] = {
+      {kUnreleased, "modules fetched and never released"},
+      {kReportedTwice, "a module reported its gradients twice"},
+      {kNeverReported, "a module never reported its gradients"},
+      {kOutOfOrder, "a module asked for its gradient buffers before the previous one reported"},
+  };
+  std::string headline;
+  for (const auto& [kind, text] : kHeadlines)
+    if (seen & kind) headline += (headline.empty() ? "" : "; ") + std::string(text);
+  // endMicroStep counted the micro-step already.
+  throwGathered<InvalidArgument>(all, "engine: " + headline + " in micro-step " + std::to_string(micro - 1) +
+                                          " of step " + std::to_string(attempted + 1) + ":");
 }
 
 void Engine::endMicroStep() {
   Impl& e = *impl_;
+  const comm::CallerLabel label = Impl::enter(e.callLabel("endMicroStep"));
   if (!e.inMicro) ZRT_THROW(InvalidArgument, "engine: endMicroStep without beginMicroStep");
   const double wall = secondsSince(e.microStart);
   for (std::size_t m = 0; m < e.done.size(); ++m) {
     if (e.done[m] || !e.layout.trains(m)) continue;
-    e.misused("module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
+    e.misused(Impl::kNeverReported, "module '" + e.moduleName(m) + "' never reported its gradients in micro-step " +
               std::to_string(e.micro));
     e.gradients->missing(m);
   }
@@ -121,7 +171,7 @@ void Engine::endMicroStep() {
   e.fetches.reused += c.reused;
   e.fetches.readAhead += c.readAhead;
   e.fetches.readWaitSeconds += c.readWaitSeconds;
-  if (!unreleased.empty()) e.misused(unreleased);
+  if (!unreleased.empty()) e.misused(Impl::kUnreleased, unreleased);
   const auto t0 = Clock::now();
   e.inMicro = false;
   ++e.micro;
@@ -138,6 +188,7 @@ void Engine::endMicroStep() {
 
 StepReport Engine::step() {
   Impl& e = *impl_;
+  const comm::CallerLabel label = Impl::enter(e.callLabel("step"));
   if (e.inMicro) ZRT_THROW(InvalidArgument, "engine: step() inside a micro-step");
   if (e.micro != e.accumulation)
     ZRT_THROW(InvalidArgument, "engine: step() after ", e.micro, " of ", e.accumulation,
@@ -173,12 +224,8 @@ StepReport Engine::step() {
     // An optimizer that fails on one rank (an NVMe read) must not leave the others waiting in
     // the gathers that follow: every rank hears of it here, before any rank copies its update
     // up, so every rank keeps the step's old parameters.
-    if (e.swapper) {
-      onEveryRankOrNone<PeerError>(e.comm, "engine: the optimizer step failed:",
-                                   [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
-    } else {
-      e.runOptimizer(optim::gradMultiplier(scale, clip));
-    }
+    e.optimizerState->agreeing(e.comm, "engine: the optimizer step failed:",
+                               [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
     if (e.trainableStore) {
       // A write that fails on one rank leaves that rank's shard file half updated: every rank
       // stops here with the error (file and offset), before any gathers from the new shards.
@@ -189,7 +236,7 @@ StepReport Engine::step() {
     } else {
       e.copyUpdateUp();
     }
-    if (e.swapper) r.ioSeconds += e.swapper->takeStats().ioWaitSeconds;
+    r.ioSeconds += e.optimizerState->takeIoWaitSeconds();
     ++e.taken;
     const auto tg = Clock::now();
     e.parameters->publishUpdate();  // gathers the shards, or (stage 3) drops stale copies
@@ -221,6 +268,7 @@ const comm::Communicator* Engine::gatherLane() const { return impl_->gatherLane.
 
 std::vector<float> Engine::parameterValues(std::size_t module, std::size_t param) const {
   const Impl& e = *impl_;
+  const comm::CallerLabel label = Impl::enter(e.callLabel("parameterValues", module));
   return e.parameters->value(e.layout.params.at(e.layout.moduleParams.at(module).at(param)));
 }
 

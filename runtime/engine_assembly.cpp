@@ -2,9 +2,10 @@
 // states and what they need offloaded (swap spaces, the I/O engine, the optimizer swapper, the
 // parameter shard stores), this rank's gradients with the stage's GradientPolicy, and the
 // stage's ParameterHome with its collective parts (buckets, gather lane, coordinator). The stage
-// is decided here, where the parts are chosen; the optional parts (the optimizer swapper, a
-// trainable-only store) are still tested where they are used (engine.cpp's step,
-// engine_checkpoint.cpp).
+// is decided here, where the parts are chosen, and so is where the optimizer's states live
+// (OptimizerStateHome: in memory or through the swapper); the parameters' NVMe stores are still
+// tested where they are used (engine.cpp's step, engine_checkpoint.cpp), and so is the swapper
+// once, to write the initial states (initialise()).
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -106,6 +107,8 @@ void Engine::Impl::layOut() {
     for (const StateBuffer& m : states->moments()) files.push_back(m.swapFile());
     swapper = std::make_unique<OptimizerSwapper>(*io, *swapBuffers, files, shardCount, so);
   }
+  optimizerState = swapper ? statesSwapped(*swapper)
+                           : statesInMemory(*states, states->trainableLayout().shard.count);
   if (optimizerOffloaded()) copyStream = device.createStream();
   // The part of the gradients whose norm this rank adds up: its shard at every stage (at stages
   // 0/1 every rank holds all gradients, but each adds only its part).
@@ -222,6 +225,7 @@ void Engine::Impl::connect() {
 
 Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model)
     : impl_(std::make_unique<Impl>(config, device, comm, std::move(model))) {
+  const comm::CallerLabel label = Impl::enter("Engine::Engine() (set-up)");
   // Before the first collective, so a rank that never arrives is reported after the config's
   // time, not the communicator's default; its lanes, duplicated below, inherit it.
   comm.useConfigTimeout(config.zrt.comm_timeout_s);

@@ -66,11 +66,13 @@ void Engine::save(const std::string& dir, const std::string& tag) {
 }
 
 void Engine::save(const std::string& dir, const std::string& tag, const nlohmann::json& metadata) {
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("save"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::save(CheckpointAccess::view(*this, copies), dir, tag, metadata);
 }
 
 void Engine::load(const std::string& dir, const std::string& tag) {
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("load"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::load(CheckpointAccess::view(*this, copies), dir, tag);
 }
@@ -83,6 +85,7 @@ void Engine::loadWeights(const std::string& path, const std::vector<std::string>
 
 void Engine::loadWeights(const std::string& path, const std::vector<std::string>& mayBeMissing,
                          const std::function<std::string(const std::string&)>& rename) {
+  const comm::CallerLabel label = Impl::enter(impl_->callLabel("loadWeights"));
   CheckpointAccess::ParamCopies copies;
   checkpoint::loadWeights(CheckpointAccess::view(*this, copies), path, mayBeMissing, rename);
 }

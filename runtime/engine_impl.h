@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/caller_label.h"
 #include "comm/communicator.h"
 #include "core/config/config.h"
 #include "core/device.h"
@@ -25,6 +26,7 @@
 #include "runtime/engine_layout.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
+#include "runtime/optimizer_state_home.h"
 #include "runtime/optimizer_swapper.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
@@ -60,6 +62,7 @@ struct Engine::Impl {
   // offload_param nvme: the trainable and frozen shards, part in host memory, part on NVMe.
   std::unique_ptr<ParamShardStore> trainableStore, frozenStore;
   std::unique_ptr<OptimizerSwapper> swapper;
+  std::unique_ptr<OptimizerStateHome> optimizerState;  // in memory, or through the swapper
   std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
   std::unique_ptr<RankGradients> gradients;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the parameter home that posts to it
@@ -71,6 +74,9 @@ struct Engine::Impl {
   int micro = 0;  // micro-steps finished in this step
   bool inMicro = false;
   std::vector<char> done;
+  // How the API was misused in this micro-step: each kind seen, and the first one's detail.
+  enum Misuse : unsigned { kOutOfOrder = 1, kReportedTwice = 2, kNeverReported = 4, kUnreleased = 8 };
+  unsigned misuseKinds = 0;
   std::string misuse;
   int handedOut = -1;  // module whose gradients are in the workspace
   std::int64_t attempted = 0;
@@ -89,10 +95,17 @@ struct Engine::Impl {
   void initialise();
   void connect();  // the collective parts: buckets, gather lane, parameter home
   // engine.cpp
-  void misused(std::string what) {
+  void misused(Misuse kind, std::string what) {
+    misuseKinds |= kind;
     if (misuse.empty()) misuse = std::move(what);
   }
   void agreeNoMisuse();
+  // Each public call that may post collectives names itself for the hang reports
+  // (comm/caller_label.h): "Engine::parameters(module 'h.3'), micro-step 7 of step 2".
+  std::string callLabel(const char* call) const;
+  std::string callLabel(const char* call, std::size_t module) const;
+  std::string when() const;
+  static comm::CallerLabel enter(std::string label);
   // shard_optimizer.cpp
   double groupLr(int group, std::int64_t step) const;
   double groupWeightDecay(int group) const;

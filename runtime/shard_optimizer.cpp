@@ -1,5 +1,5 @@
-// The optimizer on this rank's shard: its fp32 states in memory, or streamed sub-group by
-// sub-group from NVMe by the optimizer swapper, reading the shard of gradients RankGradients
+// The optimizer on this rank's shard, window by window of its fp32 states as their home hands
+// them (optimizer_state_home.h: in memory, or streamed from NVMe by the swapper), reading the shard of gradients RankGradients
 // hands it, and the updated shard's way back to the parameters when the optimizer is offloaded.
 #include <algorithm>
 
@@ -28,17 +28,9 @@ void Engine::Impl::runOptimizer(double gradScale) {
   const ShardRange& shard = states->trainableLayout().shard;
   if (shard.count == 0) return;
   const GradientShard grads = gradients->forOptimizer(device, copyStream.get());
-  if (swapper) {
-    swapper->forEach([&](const OptimizerSwapper::Window& w) {
-      stepWindow(grads, gradScale, w.begin, w.count, w.states[0], w.states.size() > 1 ? w.states[1] : nullptr,
-                 w.states.size() > 2 ? w.states[2] : nullptr);
-    });
-  } else {
-    const auto& moments = states->moments();
-    stepWindow(grads, gradScale, 0, shard.count, static_cast<float*>(states->masterWeights().data()),
-               moments.empty() ? nullptr : static_cast<float*>(moments[0].data()),
-               moments.size() < 2 ? nullptr : static_cast<float*>(moments[1].data()));
-  }
+  optimizerState->forEach([&](const OptimizerWindow& w) {
+    stepWindow(grads, gradScale, w.begin, w.count, w.master, w.moment0, w.moment1);
+  });
 }
 
 // Offloaded: the updated shard, written over its gradients in the host shard, goes back up to
@@ -68,10 +60,8 @@ void Engine::Impl::stepWindow(const GradientShard& gradShard, double gradScale, 
   // device shard, or, offloaded, over the host shard's consumed gradients for the copy back.
   void* copy = master ? (optimizerOffloaded() ? gradients->hostShard() : paramShard) + begin * es : nullptr;
   const OptimizerConfig& oc = config.optimizer;
-  // While the swapper streams sub-groups, a core is left to the I/O threads: an optimizer on
-  // every core starves the completions it waits for (zrt-offload-bench --threads shows it).
   optim::StepOptions stepOptions;
-  if (swapper) stepOptions.threads = OptimizerSwapper::optimizerThreads();
+  stepOptions.threads = optimizerState->optimizerThreads();
   // What changes with the step and the group, the same for every optimizer.
   auto perStep = [&](auto& h, int group) {
     h.lr = groupLr(group, taken);

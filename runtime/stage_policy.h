@@ -7,8 +7,8 @@
 //     module by module, stage 3) and how the updated shard gets back to every rank.
 // Adding a stage means one more implementation of one of them (runtime/replicated_gradients.cpp,
 // sharded_gradients.cpp, whole_parameters.cpp, partitioned_parameters.cpp), not a branch in every
-// method of the Engine. The offload tiers are not policies yet: the optimizer's NVMe swapper is
-// still a branch of the step (engine.cpp).
+// method of the Engine. Where the optimizer's states live (in memory or swapped through NVMe) is
+// the same kind of question: OptimizerStateHome (optimizer_state_home.h).
 // The policies hold no buffers: RankGradients and the model states own them.
 #pragma once
 

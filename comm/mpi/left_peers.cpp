@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include "comm/agreed_failure.h"
 #include "comm/comm_options.h"
 #include "comm/mpi/peer_loss.h"
 #include "core/log.h"
@@ -21,7 +22,8 @@ bool skipCollectiveTeardown(const char* what) noexcept {
   // A rank alone has no peers to leave: its frees cannot wait for anyone.
   int world = 0;
   if (MPI_Comm_size(MPI_COMM_WORLD, &world) == MPI_SUCCESS && world == 1) return false;
-  if (!g_left.exchange(true)) {
+  // Peers that threw the same agreed error are unwinding too: nothing to warn about.
+  if (!g_left.exchange(true) && !agreedFailure()) {
     try {
       logWarning(detail::cat("an exception is unwinding this rank while its peers may still be in the "
                              "collectives it left: skipping collective teardown (", what,

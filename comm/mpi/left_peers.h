@@ -17,8 +17,9 @@ namespace zrt::comm {
 
 // True when called while an exception unwinds the stack of a rank with peers (a world of more
 // than one rank; one alone frees as usual): the caller skips its collective MPI call (`what`,
-// for the one log line) and the process is marked as having left its peers. Also true, without
-// marking, once a peer was lost (peer_loss.h).
+// for the one log line, left out when every rank threw the same agreed error: agreed_failure.h)
+// and the process is marked as having left its peers. Also true, without marking, once a peer
+// was lost (peer_loss.h).
 bool skipCollectiveTeardown(const char* what) noexcept;
 
 // Whether a collective teardown was skipped in this process.

@@ -230,6 +230,7 @@ std::string Watchdog::diagnose(const ProgressThread::Snapshot& op) {
     if (p == rank_) {
       line = detail::cat("rank ", p, ": running ", op.work->description(), " for ",
                          fmt1(secondsSince(op.since)), " s");
+      if (const auto& caller = op.work->caller()) line += ", posted in " + *caller;
     } else if (!answered[u]) {
       recvs[u].reset();  // cancelled
       line = detail::cat("rank ", p, ": no answer within ", fmt1(answerWait.count() / 1000.0), " s");

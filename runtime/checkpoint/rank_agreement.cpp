@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "comm/agreed_failure.h"
 #include "comm/string_gather.h"
 #include "core/error.h"
+#include "runtime/collective_failure.h"
 
 namespace zrt::checkpoint {
 
@@ -21,14 +23,15 @@ void agree(comm::Communicator& comm, const Outcome& mine, const std::string& wha
   const std::string wire = mine.ok() ? std::string() : static_cast<char>(mine.kind) + mine.message;
   std::vector<std::string> all = comm::allGatherStrings(comm, wire);
   all[static_cast<std::size_t>(comm.rank())] = wire;  // heard even through a silent backend
-  std::string report;
   bool allInvalid = true;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty()) continue;
-    allInvalid = allInvalid && all[r][0] == static_cast<char>(Outcome::Kind::Invalid);
-    report += "\n  rank " + std::to_string(r) + ": " + all[r].substr(1);
+  for (std::string& failure : all) {
+    if (failure.empty()) continue;
+    allInvalid = allInvalid && failure[0] == static_cast<char>(Outcome::Kind::Invalid);
+    failure.erase(0, 1);
   }
+  const std::string report = describeFailures(all);
   if (report.empty()) return;
+  comm::markAgreedFailure();
   if (allInvalid) throw InvalidArgument(what + report);
   throw IoError(what + report);
 }

@@ -12,17 +12,21 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "comm/mpi/left_peers.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memory_ledger.h"
 #include "core/shard.h"
 #include "runtime/engine.h"
@@ -45,6 +49,12 @@ std::string config(int stage, const std::string& precision, int world, const std
                      R"(, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},)",
                      precision, extra, R"("zero_optimization": {"stage": )", stage,
                      R"(, "reduce_bucket_size": 50)", zeroExtra, "}}");
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace
@@ -319,6 +329,9 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
       CAPTURE(msg);
       CHECK(msg.find("rank " + std::to_string(world - 1) + ": module 'layer1' never reported") !=
             std::string::npos);
+      CHECK(msg.find("engine: a module never reported its gradients in micro-step 0 of step 1:\n  rank " +
+                     std::to_string(world - 1) + ": module 'layer1'") != std::string::npos);
+      CHECK(occurrences(msg, "[rank ") == 1);
     }
     {
       Engine engine(c, *device, comm, test::testModel());
@@ -329,8 +342,30 @@ TEST_CASE("a module reported twice or never is an error on every rank, not a han
       const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, 2, twice); });
       CAPTURE(msg);
       CHECK(msg.find("rank 0: module 'layer2' reported its gradients twice") != std::string::npos);
+      CHECK(msg.find("engine: a module reported its gradients twice in micro-step 0 of step 1:") !=
+            std::string::npos);
+      CHECK(occurrences(msg, "[rank ") == 1);
     }
   }
+}
+
+TEST_CASE("a module fetched and never released is reported as that, on every rank") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  Engine engine(parseConfig(config(3, "", world), "unreleased", world), *device, comm, test::testModel());
+  test::TrainHooks keep;
+  keep.beforeDone = [&](int, int, int layer, TensorRef&) {
+    if (layer == 2 && comm.rank() == world - 1) (void)engine.parameters(2);  // one release short
+  };
+  const std::string msg = test::messageOf([&] { test::train(engine, comm, 1, 2, keep); });
+  CAPTURE(msg);
+  CHECK(msg.find("engine: modules fetched and never released in micro-step 0 of step 1:\n  rank " +
+                 std::to_string(world - 1) + ": modules fetched and never released: 'layer2'") !=
+        std::string::npos);
+  CHECK(msg.find("gradients reported wrongly") == std::string::npos);
+  CHECK(occurrences(msg, "[rank ") == 1);
 }
 
 TEST_CASE("a rank whose device is too small fails set-up on every rank, with the ledger") {
@@ -350,6 +385,9 @@ TEST_CASE("a rank whose device is too small fails set-up on every rank, with the
   CHECK(peerError);
   CHECK(msg.find("rank " + std::to_string(world - 1) + ": ") != std::string::npos);
   CHECK(msg.find("memory ledger") != std::string::npos);
+  // The failing rank's own "[rank R] file:line: " is not repeated after "rank R: ".
+  CHECK(occurrences(msg, "[rank ") == 1);
+  CHECK(msg.find("rank " + std::to_string(world - 1) + ": [rank") == std::string::npos);
 }
 
 TEST_CASE("16-bit micro-steps add up in fp32, not in the training dtype") {
@@ -389,4 +427,44 @@ TEST_CASE("16-bit micro-steps add up in fp32, not in the training dtype") {
     const double element = stage <= 1 ? 1 + std::ldexp(1.0, -7) : 1 + 3 * small;
     CHECK(r.gradNorm == doctest::Approx(std::sqrt(static_cast<double>(kN)) * element).epsilon(1e-12));
   }
+}
+
+// Last in this file: it leaves the process marked as having left its peers (comm/mpi/left_peers.h).
+TEST_CASE("an error every rank agreed on unwinds without the left-peers warning") {
+  const int world = test::worldSize();
+  ZRT_REQUIRE_RANKS(2);
+  // This rank's stderr goes to a file while the error unwinds through the Engine and the
+  // communicator (whose frees are collective, so they are skipped).
+  char path[] = "/tmp/zrt_agreed_unwind_XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  std::string msg;
+  try {
+    comm::MpiCommunicator comm(MPI_COMM_WORLD);
+    MemoryLedger ledger;
+    auto device = makeDevice("host:64M", ledger);
+    Engine engine(parseConfig(config(2, "", world), "agreed", world), *device, comm, test::testModel());
+    test::TrainHooks never;
+    never.report = [&](int, int, int layer) { return !(layer == 1 && comm.rank() == 0); };
+    test::train(engine, comm, 1, 2, never);
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  logWarning("probe: this rank's stderr was captured");
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::string captured;
+  char buf[4096];
+  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(captured.size()))) > 0;)
+    captured.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  ::unlink(path);
+  CAPTURE(msg);
+  CAPTURE(captured);
+  CHECK(msg.find("rank 0: module 'layer1' never reported") != std::string::npos);
+  CHECK(comm::leftPeers());  // the collective frees were skipped, as for any unwinding
+  CHECK(captured.find("probe: this rank's stderr was captured") != std::string::npos);
+  CHECK(captured.find("unwinding") == std::string::npos);
 }

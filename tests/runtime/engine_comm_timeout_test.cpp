@@ -95,3 +95,43 @@ TEST_CASE("ZRT_COMM_TIMEOUT_S overrides the config's comm_timeout_s") {
   }
   ::unsetenv("ZRT_COMM_TIMEOUT_S");
 }
+
+TEST_CASE("the hang report names the Engine call that posted the collective") {
+  ZRT_REQUIRE_RANKS(2);
+  ::unsetenv("ZRT_COMM_TIMEOUT_S");
+  const int me = test::worldRank(), world = test::worldSize();
+  std::mutex mu;
+  std::string report;
+  std::atomic<bool> reported{false};
+  comm::CommOptions o = comm::CommOptions::fromEnvironment();
+  // Runs on the watchdog's thread while rank 0's caller is blocked in the Engine: it lets the
+  // other ranks join (once, whichever lane's watchdog reports).
+  o.onTimeout = [&](const std::string& r) {
+    {
+      std::lock_guard lock(mu);
+      report = r;
+    }
+    if (reported.exchange(true)) return;
+    for (int p = 1; p < world; ++p) MPI_Send(&me, 1, MPI_INT, p, 8, test::testComm());
+  };
+  comm::MpiCommunicator comm(MPI_COMM_WORLD, o);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  Engine engine(parseConfig(stage3Config(world, 2), "timeout.json", world), *device, comm, test::testModel());
+
+  // Rank 0 fetches module 0, whose gather the other ranks join only once rank 0 has the report.
+  if (me != 0) {
+    int token = 0;
+    MPI_Recv(&token, 1, MPI_INT, 0, 8, test::testComm(), MPI_STATUS_IGNORE);
+  }
+  engine.beginMicroStep();
+  (void)engine.parameters(0);
+  engine.release(0);
+  if (me == 0) {
+    CHECK(reported.load());
+    std::lock_guard lock(mu);
+    MESSAGE(report);
+    CHECK(report.find(", posted in Engine::parameters(module '" + engine.moduleName(0) +
+                      "'), micro-step 0 of step 1") != std::string::npos);
+  }
+}
