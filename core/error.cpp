@@ -19,7 +19,7 @@ std::string where(const char* file, int line) {
   // after the last "/" that could be the checkout's root is where the repository's path starts.
   std::string_view f(file);
   std::size_t best = std::string_view::npos;
-  for (std::string_view root : {"/core/", "/comm/", "/offload/", "/partition/", "/runtime/",
+  for (std::string_view root : {"/core/", "/comm/", "/offload/", "/partition/", "/runtime/", "/python/",
                                 "/tools/", "/tests/"}) {
     if (f.compare(0, root.size() - 1, root.substr(1)) == 0) {
       best = 0;  // already relative

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/agreed_failure.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
@@ -107,6 +108,9 @@ void agreeOnSetUp(std::exception_ptr failure) {
   std::string text(static_cast<std::size_t>(length), '\0');
   if (rank == first) text = message;
   if (length > 0) ZRT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, first, MPI_COMM_WORLD));
+  // Every rank raises now, having heard that the others do: no teardown warning is due
+  // (comm/agreed_failure.h).
+  comm::markAgreedFailure();
   if (failure) std::rethrow_exception(failure);
   ZRT_THROW(PeerError, "zrt.initialize: rank ", first, " failed to set up: ", text);
 }
