@@ -69,16 +69,9 @@ CachedMemory CachingAllocator::allocate(std::size_t bytes, MemTag tag, Stream* s
     std::unique_ptr<Block> block = std::move(it->second);
     cached_.erase(it);
     if (block->freed) events_.push_back(std::move(block->freed));
-    block->stream = stream;
-    block->asked = bytes;
-    block->tag = tag;
-    void* p = block->memory.data();
-    device_.ledger().charge(tag, MemPlace::Device, bytes);
-    inUse_.emplace(p, std::move(block));
-    stats_.inUseBytes += bytes;
     stats_.cachedBytes -= size;
     ++stats_.cacheHits;
-    return CachedMemory(this, p, bytes, tag);
+    return handOut(std::move(block), bytes, tag, stream);
   }
   DeviceMemory memory;
   try {
@@ -94,20 +87,25 @@ CachedMemory CachingAllocator::allocate(std::size_t bytes, MemTag tag, Stream* s
                 formatBytes(bytes), " of device memory on ", device_.name(), "; ",
                 formatBytes(stats_.inUseBytes), " in use, ", formatBytes(stats_.reservedBytes),
                 " reserved; the cache's ", formatBytes(cached),
-                " were given back and the allocation retried, in vain: ", second.what());
+                " were given back and the allocation retried, in vain: ", withoutRankPrefix(second.what()));
     }
   }
   auto block = std::make_unique<Block>();
   block->memory = std::move(memory);
+  stats_.reservedBytes += bytes;
+  ++stats_.rawAllocations;
+  return handOut(std::move(block), bytes, tag, stream);
+}
+
+CachedMemory CachingAllocator::handOut(std::unique_ptr<Block> block, std::size_t bytes, MemTag tag,
+                                       Stream* stream) {
   block->stream = stream;
   block->asked = bytes;
   block->tag = tag;
   void* p = block->memory.data();
   device_.ledger().charge(tag, MemPlace::Device, bytes);
   inUse_.emplace(p, std::move(block));
-  stats_.reservedBytes += bytes;
   stats_.inUseBytes += bytes;
-  ++stats_.rawAllocations;
   return CachedMemory(this, p, bytes, tag);
 }
 

@@ -106,6 +106,8 @@ class CachingAllocator {
   };
   void free(void* ptr) noexcept;
   void releaseCached(std::unique_lock<std::mutex>& lock);  // mu_ held
+  // Hands `block` out to `stream` for `bytes` of `tag`, charged to the ledger. mu_ held.
+  CachedMemory handOut(std::unique_ptr<Block> block, std::size_t bytes, MemTag tag, Stream* stream);
 
   Device& device_;
   mutable std::mutex mu_;

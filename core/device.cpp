@@ -1,8 +1,6 @@
 #include "core/device.h"
 
-#include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -66,11 +64,9 @@ void* Device::rawDevice(std::size_t bytes, MemTag tag) {
   try {
     p = rawAllocateTagged(bytes, tag);
   } catch (const OutOfMemory& e) {
-    // The backend's message has the figures and the ledger; say who asked first. Its own
-    // "[rank R] " goes: this message starts with the same one.
-    std::string_view inner = e.what();
-    if (inner.starts_with("[rank ")) inner.remove_prefix(std::min(inner.size(), inner.find("] ") + 2));
-    ZRT_THROW(OutOfMemory, "allocating ", formatBytes(bytes), " for '", nameOf(tag), "': ", inner);
+    // The backend's message has the figures and the ledger; say who asked first.
+    ZRT_THROW(OutOfMemory, "allocating ", formatBytes(bytes), " for '", nameOf(tag), "': ",
+              withoutRankPrefix(e.what()));
   }
   rawAllocations_.fetch_add(1);
   ledger_->reserve(bytes);

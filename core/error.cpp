@@ -11,6 +11,12 @@ std::atomic<int> g_rank{-1};
 void setProcessRank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
 int processRank() noexcept { return g_rank.load(std::memory_order_relaxed); }
 
+std::string_view withoutRankPrefix(std::string_view message) noexcept {
+  if (!message.starts_with("[rank ")) return message;
+  const std::size_t end = message.find("] ");
+  return end == std::string_view::npos ? message : message.substr(end + 2);
+}
+
 namespace detail {
 
 std::string where(const char* file, int line) {

@@ -61,6 +61,10 @@ class ExternalError : public Error {
 void setProcessRank(int rank) noexcept;
 int processRank() noexcept;
 
+// `message` without the "[rank R] " a ZRT error starts with, for a message that quotes another
+// error after its own prefix (naming the rank once).
+std::string_view withoutRankPrefix(std::string_view message) noexcept;
+
 namespace detail {
 
 template <class... Args>

@@ -46,3 +46,10 @@ TEST_CASE("messages name source files from the repository's root, not the build 
     CHECK(std::string(e.what()).rfind("tests/core/error_test.cpp:", 0) == 0);
   }
 }
+
+TEST_CASE("withoutRankPrefix drops one leading \"[rank R] \" and nothing else") {
+  CHECK(withoutRankPrefix("[rank 12] core/x.cpp:3: bad") == "core/x.cpp:3: bad");
+  CHECK(withoutRankPrefix("core/x.cpp:3: bad") == "core/x.cpp:3: bad");
+  CHECK(withoutRankPrefix("[rank 1] [rank 1] x") == "[rank 1] x");
+  CHECK(withoutRankPrefix("[rank 1]x") == "[rank 1]x");
+}
