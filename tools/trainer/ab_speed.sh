@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# tools/trainer/ab_speed.sh OLD_ZRT_TRAIN NEW_ZRT_TRAIN [ROUNDS]
+# tools/trainer/ab_speed.sh OLD_ZRT_TRAIN NEW_ZRT_TRAIN [ROUNDS] [STEPS]
 # Two zrt-train binaries (say, before and after a change to the Engine) on 2 ranks, interleaved
 # run by run so both see the same machine: stages 2 and 3 and stage 3 with everything on NVMe,
-# a 4-layer GPT-2 (hidden 128, T 64), 30 steps each. Prints each run's median tokens/s over steps
-# 4..30 (from --json-log), then per config the median of the runs for each binary and their ratio
-# new/old. On a shared machine run several rounds: one run's spread is ±15%.
+# a 4-layer GPT-2 (hidden 128, T 64), STEPS (default 120) steps each, the two binaries in turns
+# (the one that runs first alternates by round). Prints each run's median tokens/s over steps
+# 4..STEPS (from --json-log), then per config the median of the runs for each binary and their
+# ratio new/old. On a shared machine run several rounds: one run's spread is ±15%.
 set -euo pipefail
-old=$1 new=$2 rounds=${3:-3}
+old=$1 new=$2 rounds=${3:-3} steps=${4:-120}
 configs=(stage2 stage3 stage3_nvme_offload)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -17,10 +18,12 @@ mpi=(mpirun -np 2 --oversubscribe --bind-to none)
 declare -A runs
 for ((r = 1; r <= rounds; ++r)); do
   for cfg in "${configs[@]}"; do
-    for which in old new; do
+    order=(old new)
+    ((r % 2)) || order=(new old)
+    for which in "${order[@]}"; do
       bin=${!which}
       log=$work/$cfg-$which-$r.jsonl
-      "${mpi[@]}" "$bin" --config "$root/configs/$cfg.json" --steps 30 --layers 4 --hidden 128 \
+      "${mpi[@]}" "$bin" --config "$root/configs/$cfg.json" --steps "$steps" --layers 4 --hidden 128 \
         --heads 4 --seq-len 64 --eval-every 0 --progress off --json-log "$log" >"$work/out" 2>&1 ||
         { cat "$work/out"; echo "ab_speed: $which ($bin) failed on $cfg" >&2; exit 1; }
       tps=$(/usr/bin/python3 -c "
