@@ -73,6 +73,8 @@ class Engine:
                 own.append((pname, p))
             if own:
                 self._mods.append((name or "<root>", mod, own))
+        # Each value is the parameter's own memory for an fp32 model (no copy): the Engine
+        # broadcasts rank 0's values into it and reads its initial state from there.
         specs = []
         for name, _, own in self._mods:
             specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_buffer(p.detach().float().contiguous(),
@@ -387,7 +389,7 @@ def initialize(model=None, config=None, model_parameters=None, **kwargs):
     deepspeed.initialize, with the config's optimizer (it returns the engine alone). Run under
     `mpirun -np N python3 train.py`: every process is one data-parallel rank; no
     torch.distributed set-up is needed. Every rank builds the same model (names and shapes); the
-    initial values are rank 0's, broadcast, as DeepSpeed does."""
+    initial values are rank 0's, broadcast into the other ranks' parameters, as DeepSpeed does."""
     if kwargs:
         raise TypeError(f"zrt.initialize: unsupported arguments {sorted(kwargs)}")
     if model_parameters is not None:
