@@ -86,6 +86,10 @@ def main():
                          "DeepSpeed's, 5e8 and 5e7, buffers as large as the model); DDP's are 25 MB, 6.25 M fp32")
     ap.add_argument("--sub-group", type=int, default=2_000_000,
                     help="sub_group_size of the NVMe run in elements (DeepSpeed's default, 1e9, is a whole shard)")
+    ap.add_argument("--runs", default=None,
+                    help="the zrt runs to make after DDP, by index (0: stage 0, 1: stage 3, 2: stage 3 + NVMe), "
+                         "e.g. 2: each zrt run in a process of its own then starts from what DDP left, not "
+                         "from what the zrt runs before it left too (default: all three)")
     ap.add_argument("--ledger", action="store_true", help="print each zrt run's memory ledger (rank 0)")
     ap.add_argument("--size", choices=sorted(SIZES), default="default",
                     help="the model's shape; explicit --layers, --d, ... override it")
@@ -108,20 +112,25 @@ def main():
 
     rows = []
 
-    def record(name, seconds, report, setup):
+    def record(name, seconds, report, setup, start):
         rss = [None] * world
         dist.all_gather_object(rss, peak_rss_mib())
         # The peak by the end of set-up (model, engine or DDP wrapper and optimizer built).
         at_setup = [None] * world
         dist.all_gather_object(at_setup, setup)
+        # The RSS the phase started from: what the process held before it (torch, MPI, gloo,
+        # what earlier phases left).
+        at_start = [None] * world
+        dist.all_gather_object(at_start, start)
         # The RSS after the timed steps, beside the peak: a peak well above it is a transient
         # (the set-up's copies of the model), not what training holds.
         now = [None] * world
         dist.all_gather_object(now, peak_rss_mib("VmRSS:"))
-        rows.append((name, tokens / seconds, rss, report, now, at_setup))
+        rows.append((name, tokens / seconds, rss, report, now, at_setup, at_start))
 
     # DDP with gloo, torch.optim.AdamW.
     peak_rss_reset()
+    start = peak_rss_mib("VmRSS:")
     model = torch.nn.parallel.DistributedDataParallel(make())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     setup = peak_rss_mib()
@@ -130,7 +139,7 @@ def main():
         opt.zero_grad()
         loss_of(model, mine(s)).backward()
         opt.step()
-    record("DDP (gloo)", timed(ddp_step, a.steps), None, setup)
+    record("DDP (gloo)", timed(ddp_step, a.steps), None, setup, start)
     del model, opt
     # Each phase's model goes before the next phase's peak is taken: DDP's and zrt's hooks hold
     # reference cycles (zrt's engine.close() gives a stage-0 model back its own 4 bytes a
@@ -150,6 +159,8 @@ def main():
             ("zrt stage 3 + NVMe", {"stage": 3, "sub_group_size": a.sub_group,
                                     "offload_optimizer": {"device": "nvme", "nvme_path": nvme_dir},
                                     "offload_param": {"device": "nvme", "nvme_path": nvme_dir, "max_in_cpu": 0}})]
+    if a.runs:
+        runs = [runs[int(k)] for k in a.runs.split(",")]
     for name, zero in runs:
         if a.bucket:
             zero = dict(zero, reduce_bucket_size=a.bucket, allgather_bucket_size=a.bucket,
@@ -161,13 +172,14 @@ def main():
                 zero = dict(zero, stage3_max_live_parameters=2 * a.bucket, stage3_max_reuse_distance=a.bucket)
         release_freed_memory()
         peak_rss_reset()
+        start = peak_rss_mib("VmRSS:")
         engine = zrt.initialize(model=make(), config=dict(base, zero_optimization=zero))
         setup = peak_rss_mib()
 
         def zrt_step(s):
             engine.backward(loss_of(engine, mine(s)))
             engine.step()
-        record(name, timed(zrt_step, a.steps), engine.last_report, setup)
+        record(name, timed(zrt_step, a.steps), engine.last_report, setup, start)
         if a.ledger and rank == 0:
             print(f"{name}: the Engine's memory ledger after the timed steps (rank 0)\n{engine.memory_summary()}")
         engine.close()
@@ -180,15 +192,16 @@ def main():
               f"parameters; {world} ranks x {a.micro} sequences; median of {a.steps} steps; torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads per rank; zrt buckets {a.bucket or 'DeepSpeed default'} elements")
         ddp = rows[0][1]
-        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'peak RSS per rank (MiB)':<24} {'set-up peak':<13} "
-              f"{'RSS at end':<12} last step: compute / comm waited / optimizer s")
-        for name, tps, rss, r, now, at_setup in rows:
+        print(f"{'run':<20} {'tokens/s':>10} {'x DDP':>6}   {'RSS at start':<13} {'peak RSS per rank (MiB)':<24} "
+              f"{'set-up peak':<13} {'RSS at end':<12} last step: compute / comm waited / optimizer s")
+        for name, tps, rss, r, now, at_setup, at_start in rows:
             split = f"{r['compute_seconds']:.3f} / {r['comm_seconds']:.3f} / {r['optimizer_seconds']:.3f}" if r else ""
-            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in rss):<24} "
-                  f"{' '.join(f'{x:.0f}' for x in at_setup):<13} {' '.join(f'{x:.0f}' for x in now):<12} {split}")
+            print(f"{name:<20} {tps:>10.0f} {tps / ddp:>6.2f}   {' '.join(f'{x:.0f}' for x in at_start):<13} "
+                  f"{' '.join(f'{x:.0f}' for x in rss):<24} {' '.join(f'{x:.0f}' for x in at_setup):<13} "
+                  f"{' '.join(f'{x:.0f}' for x in now):<12} {split}")
         # Peak RSS below DDP's on the rank where it is least below, per parameter.
         ddp_rss = rows[0][2]
-        for name, _, rss, _, _, _ in rows[1:]:
+        for name, _, rss, _, _, _, _ in rows[1:]:
             below = min((d - z) * 2 ** 20 / params for d, z in zip(ddp_rss, rss))
             print(f"{name:<20} peak RSS below DDP's by {below:.1f} bytes per parameter (least over the ranks)")
     dist.barrier()
