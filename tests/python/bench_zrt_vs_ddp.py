@@ -84,7 +84,7 @@ def main():
     ap.add_argument("--bucket", type=int, default=None,
                     help="zrt's reduce, all-gather and stage-3 prefetch bucket sizes in elements (default: "
                          "DeepSpeed's, 5e8 and 5e7, buffers as large as the model); DDP's are 25 MB, 6.25 M fp32")
-    ap.add_argument("--sub-group", type=int, default=2_000_000,
+    ap.add_argument("--sub-group", type=int, default=1_000_000,
                     help="sub_group_size of the NVMe run in elements (DeepSpeed's default, 1e9, is a whole shard)")
     ap.add_argument("--runs", default=None,
                     help="the zrt runs to make after DDP, by index (0: stage 0, 1: stage 3, 2: stage 3 + NVMe), "
