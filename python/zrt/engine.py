@@ -33,8 +33,8 @@ def _bound_heap_growth():
     instead of its heap. At stage 3 every module's gathered copy and gradient is a new torch
     tensor of up to tens of MiB, each step; glibc's default threshold rises to 32 MiB after the
     first such free, and the heap then keeps the freed pieces between differently sized ones:
-    300-500 MiB of RSS per rank that holds nothing, on the 118 M-parameter model of
-    bench_zrt_vs_ddp.py. Once per process; ZRT_MALLOC_MMAP_THRESHOLD sets the bytes (0: leave
+    470-580 MiB of peak RSS per rank that holds nothing, on the 118 M-parameter model of
+    bench_zrt_vs_ddp.py (docs/results.md). Once per process; ZRT_MALLOC_MMAP_THRESHOLD sets the bytes (0: leave
     malloc as it is), and a MALLOC_MMAP_THRESHOLD_ in the environment is glibc's own and wins."""
     if _heap_bounded or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return
