@@ -61,13 +61,24 @@ struct PyParam {
   bool trainable = true;
 };
 
+// One parameter's initial value where Python holds it (the torch parameter's own memory for an
+// fp32 model): the Engine reads it there, so set-up holds no copy of the model beside the torch
+// model and the Engine's state (at 4 bytes a parameter, what ZeRO stage 3 exists not to hold).
+struct InitialValue {
+  float* data;
+  std::uint64_t numel;
+};
+
 // Rank 0's initial values, on every rank (as deepspeed.initialize broadcasts rank 0's model):
 // ranks that built their models from different seeds would otherwise train different replicas
-// at stages 0-2 without a word. Every parameter goes in one flat broadcast after the ranks have
-// agreed on its length, so models that differ fail on every rank instead of mismatching calls
-// (the Engine then compares names and shapes).
-void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
-  long long mine[2] = {static_cast<long long>(params), static_cast<long long>(flat.size())};
+// at stages 0-2 without a word. The values are broadcast in place, parameter by parameter, into
+// the buffers Python registered (as DeepSpeed broadcasts into the module's parameters), after
+// the ranks have agreed on the parameters' count and total length, so models that differ fail on
+// every rank instead of mismatching calls (the Engine then compares names and shapes).
+void broadcastFromRankZero(const std::vector<InitialValue>& values) {
+  std::uint64_t elements = 0;
+  for (const InitialValue& v : values) elements += v.numel;
+  long long mine[2] = {static_cast<long long>(values.size()), static_cast<long long>(elements)};
   long long lo[2], hi[2];
   ZRT_CHECK_MPI(MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD));
   ZRT_CHECK_MPI(MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
@@ -75,10 +86,12 @@ void broadcastFromRankZero(std::vector<float>& flat, std::size_t params) {
     ZRT_THROW(InvalidArgument, "zrt.initialize: the ranks registered different models (this rank: ", mine[0],
               " parameters, ", mine[1], " elements; over the ranks ", lo[0], "-", hi[0], " parameters, ", lo[1],
               "-", hi[1], " elements)");
-  constexpr std::size_t kChunk = std::size_t{1} << 28;  // elements per MPI call: counts are int
-  for (std::size_t at = 0; at < flat.size(); at += kChunk) {
-    const int n = static_cast<int>(std::min(kChunk, flat.size() - at));
-    ZRT_CHECK_MPI(MPI_Bcast(flat.data() + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+  constexpr std::uint64_t kChunk = std::uint64_t{1} << 28;  // elements per MPI call: counts are int
+  for (const InitialValue& v : values) {
+    for (std::uint64_t at = 0; at < v.numel; at += kChunk) {
+      const int n = static_cast<int>(std::min(kChunk, v.numel - at));
+      ZRT_CHECK_MPI(MPI_Bcast(v.data + at, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    }
   }
 }
 
@@ -116,19 +129,15 @@ void agreeOnSetUp(std::exception_ptr failure) {
   ZRT_THROW(PeerError, "zrt.initialize: rank ", first, " failed to set up: ", text);
 }
 
-// The model as registered, with the initial values still this rank's own (flat, begin: where
-// each parameter's values start); fillFromRankZero replaces them with rank 0's.
+// The model as registered, its initial values still where Python holds them (this rank's own
+// until broadcastFromRankZero makes them rank 0's).
 struct LocalModel {
   EngineModel model;
-  std::vector<float> flat;
-  std::vector<std::size_t> begin;
+  std::vector<InitialValue> values;
 };
 
 LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
   LocalModel local;
-  std::vector<float>& flat = local.flat;
-  std::vector<std::size_t>& begin = local.begin;
-  EngineModel& model = local.model;
   for (const auto& [name, params] : modules) {
     ModuleSpec m{name, {}};
     for (const PyParam& p : params) {
@@ -136,59 +145,51 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
       s.name = p.name;
       s.shape = p.shape;
       s.trainable = p.trainable;
-      const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, false, false);
+      // Writable: rank 0's values are broadcast into it.
+      const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, true, false);
       if (v.dtype != DType::F32)
         ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " must be float32");
       if (v.numel != numelOf(s))
         ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " has ", v.numel,
                   " elements; its shape holds ", numelOf(s));
-      const auto* f = static_cast<const float*>(v.data);
-      begin.push_back(flat.size());
-      flat.insert(flat.end(), f, f + v.numel);
+      local.values.push_back({static_cast<float*>(v.data), v.numel});
       m.params.push_back(std::move(s));
     }
-    model.modules.push_back(std::move(m));
+    local.model.modules.push_back(std::move(m));
   }
   return local;
 }
 
-// Rank 0's values of every parameter, in one buffer the parameters' initialisers share. The
-// Engine keeps its model (and so the initialisers) for its lifetime but calls each initialiser
-// once, at construction: the buffer is freed when the last one has run, so neither a copy per
-// parameter nor the buffer outlives the construction (at 4 bytes a parameter, the whole model
-// in fp32 on every rank, what ZeRO stage 3 exists not to hold).
+// The Engine keeps its model (and so the initialisers) for its lifetime but calls each
+// initialiser once, at construction, while the Python buffers are alive (the constructor's
+// argument). After construction the buffers may be gone: `open` is cleared then, and an
+// initialiser called later throws rather than read freed memory.
 struct SharedInitialValues {
-  std::vector<float> flat;
-  std::size_t pending = 0;  // initialisers not yet run
+  std::vector<InitialValue> values;
+  bool open = true;
 };
 
-EngineModel fillFromRankZero(LocalModel local) {
-  auto shared = std::make_shared<SharedInitialValues>();
-  shared->flat = std::move(local.flat);
-  const std::vector<std::size_t>& begin = local.begin;
+EngineModel initialisedFrom(LocalModel local, const std::shared_ptr<SharedInitialValues>& shared) {
+  shared->values = std::move(local.values);
   EngineModel& model = local.model;
-  {
-    py::gil_scoped_release unlocked;
-    broadcastFromRankZero(shared->flat, begin.size());
-  }
-  shared->pending = begin.size();
   std::size_t k = 0;
   for (ModuleSpec& m : model.modules) {
     for (ParamSpec& s : m.params) {
-      const std::size_t at = begin[k++];
+      const std::size_t at = k++;
       const std::uint64_t n = numelOf(s);
       std::string name = m.name + "." + s.name;
       s.init = [shared, at, n, name = std::move(name)](float* out, std::uint64_t numel) {
-        if (numel != n || shared->flat.size() < at + n)
+        if (!shared->open)
+          ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name,
+                    " asked for after the Engine's construction (the Python buffers are gone)");
+        if (numel != n || shared->values.at(at).numel != n)
           ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name, " asked for ", numel,
-                    " elements (it has ", n, ") after the shared initial values were ",
-                    shared->flat.empty() ? "freed (an initialiser ran twice)" : "sized wrongly");
-        std::copy_n(shared->flat.data() + at, n, out);
-        if (--shared->pending == 0) std::vector<float>().swap(shared->flat);
+                    " elements (it has ", n, ")");
+        std::copy_n(shared->values[at].data, n, out);
       };
     }
   }
-  return model;
+  return std::move(model);
 }
 
 // Owns what an Engine needs alive beside it: config, ledger, device, communicator.
@@ -210,9 +211,18 @@ class PyEngine {
       py::gil_scoped_release unlocked;
       agreeOnSetUp(failure);
     }
-    EngineModel model = fillFromRankZero(std::move(*local));
     py::gil_scoped_release unlocked;
-    engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
+    broadcastFromRankZero(local->values);
+    auto shared = std::make_shared<SharedInitialValues>();
+    EngineModel model = initialisedFrom(std::move(*local), shared);
+    try {
+      engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
+    } catch (...) {
+      shared->open = false;
+      throw;
+    }
+    shared->open = false;
+    std::vector<InitialValue>().swap(shared->values);
     ++liveEngines();
   }
   ~PyEngine() { --liveEngines(); }
