@@ -52,19 +52,20 @@ void Engine::Impl::validate() {
   // step runs as kernels, copies and staged collectives are accepted on it.
   if (!device.hostReadsDeviceMemory()) {
     std::string unclean;
+    // NVMe optimizer offload and parameter offload need stage 3 (the config says so), so the
+    // stage names them too.
+    const OffloadDevice offOpt = zero.offload_optimizer.device;
     if (stage == 3)
-      unclean = "zero_optimization.stage 3 (the parameter coordinator)";
-    else if (zero.offload_optimizer.device != OffloadDevice::None)
-      unclean = "offload_optimizer " + std::string(nameOf(zero.offload_optimizer.device));
-    else if (zero.offload_param.device != OffloadDevice::None)
-      unclean = "offload_param " + std::string(nameOf(zero.offload_param.device));
-    else if (config.optimizer.type == OptimizerType::SGD)
-      unclean = "optimizer SGD (it has no device kernel)";
+      unclean = "zero_optimization.stage 3 (the parameter coordinator and its offload)";
+    else if (config.optimizer.type == OptimizerType::SGD && offOpt == OffloadDevice::None)
+      unclean =
+          "optimizer SGD on the device (it has no device kernel; offload_optimizer cpu runs it)";
     if (!unclean.empty())
       ZRT_THROW(InvalidArgument, "engine: ", unclean, " on device ", device.name(),
                 " is not supported yet: that part of the step still touches device memory from "
-                "the host (issue 30). On this device the engine runs stages 0, 1 and 2 with "
-                "Adam or AdamW and nothing offloaded; use device host for the rest");
+                "the host (issue 30). On this device the engine runs stages 0, 1 and 2, with "
+                "Adam or AdamW on the device or any optimizer under offload_optimizer cpu; use "
+                "device host for the rest");
   }
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
@@ -184,7 +185,7 @@ void Engine::Impl::initialise() {
   if (states->masterWeights().data()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
-    if (deviceClean) {
+    if (deviceClean && states->masterWeights().place() == MemPlace::Device) {
       builtMaster.resize(s.count);
       master = builtMaster.data();
     }

@@ -14,6 +14,7 @@ RankGradients::RankGradients(Device& device, const ModelLayout& layout, const Mo
   b_.es = dtypeSize(dtype);
   const StateBuffer& g = states.gradients() ? states.gradients() : states.gradientHostShard();
   b_.reduced = static_cast<char*>(g.data());
+  b_.shardOnHost = !states.gradients();
   b_.accumulator = static_cast<float*>(states.gradientAccumulator().data());
   b_.hostShard = static_cast<char*>(states.gradientHostShard().data());
   b_.shard = states.trainableLayout().shard;
@@ -78,7 +79,7 @@ NormPart RankGradients::normShare() const {
   if (!bucketer_) return {};
   const GradientShard g = policy_->normShare(b_, normShard_);
   // Padding past the real elements is not ours to read at stages 0/1.
-  if (!norm_) return normPart(g.type, g.data, normShard_.valid);
+  if (!norm_ || b_.shardOnHost) return normPart(g.type, g.data, normShard_.valid);
   norm_->launch(*stream_, g.type, g.data, normShard_.valid);
   return norm_->take(*stream_);
 }

@@ -95,7 +95,7 @@ void Engine::Impl::stepWindow(const GradientShard& gradShard, double gradScale, 
       h.eps = oc.eps;
       h.decoupledWeightDecay = oc.adam_w_mode;
       optim::AdamState s{param, moment0, moment1, grads, gradType, copy, dtype, count};
-      if (kernelStream)  // the states are in device memory the host cannot touch
+      if (kernelStream && !optimizerOffloaded())  // states in device memory the host cannot touch
         launchAdamStep(device, *kernelStream, h, s, lo - begin, hi - lo);
       else
         optim::adamStep(h, s, lo - begin, hi - lo, stepOptions);

@@ -26,7 +26,7 @@ class ShardedGradients final : public GradientPolicy {
 
   void reduced(const GradientBuffers& b) override {
     if (!b.accumulator) return;
-    if (!b.device)
+    if (!b.device || b.shardOnHost)
       return widenInto(b.dtype, b.reduced, b.accumulator, b.shard.count, /*add=*/b.micro > 0);
     const ElementwiseOp op = b.micro > 0 ? ElementwiseOp::Add : ElementwiseOp::Cast;
     b.device->launch(unaryArgs(op, DType::F32, b.accumulator, b.dtype, b.reduced, b.shard.count),

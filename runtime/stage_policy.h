@@ -49,6 +49,9 @@ struct GradientBuffers {
   // its kernels run on, in order; null on the host device, whose step runs host loops as before.
   Device* device = nullptr;
   Stream* stream = nullptr;
+  // `reduced` is the offloaded optimizer's pinned host shard (stages 2/3 with the optimizer
+  // offloaded), and so is the accumulator: host code may work on them once the buckets fenced.
+  bool shardOnHost = false;
   int micro = 0;  // the micro-step under way (or just finished), from 0
   bool boundary = false;  // it is the step's last
   bool reducing = false;  // its buckets are posted

@@ -4,7 +4,8 @@
 // against normPart, accumulation against sumPair, widenInto and addDivided, averaging against
 // divideBy, and scaling and the unscale with its overflow flag against the fp32 formula. Every
 // comparison is of bits, so host and host-strict are also bit-identical to each other. Sizes: 0,
-// 1, odd, and over one 64 Ki chunk of the norm.
+// 1, odd, and over one 64 Ki chunk of the norm. Where a GPU answers, the cuda device is held to
+// the same bits.
 #include "runtime/device_kernels.h"
 
 #include <doctest/doctest.h>
@@ -53,14 +54,21 @@ std::vector<std::uint8_t> typed(DType t, const std::vector<float>& values) {
 
 // The devices every kernel runs on: host, and host-strict with each stream task delayed, so a
 // launch that ran ahead of the copies that feed it would read the memset's garbage.
+// Where a GPU answers, the CUDA device too: its __global__ kernel must store the same bits.
 struct Devices {
   MemoryLedger ledger;
-  std::unique_ptr<Device> host, strict;
+  std::unique_ptr<Device> host, strict, cuda;
   Devices() {
     ::setenv("ZRT_STRICT_STREAM_DELAY_US", "100", 1);
     host = makeDevice("host:256M", ledger);
     strict = makeDevice("host-strict:256M", ledger);
     REQUIRE(static_cast<StrictDevice&>(*strict).streamDelay().count() == 100);
+    if (cudaDeviceAvailable()) cuda = makeDevice("cuda:0", ledger);
+  }
+  std::vector<Device*> all() const {
+    std::vector<Device*> out{host.get(), strict.get()};
+    if (cuda) out.push_back(cuda.get());
+    return out;
   }
 };
 
@@ -90,7 +98,7 @@ std::vector<std::uint8_t> bytesOf(const std::vector<T>& v) {
 
 TEST_CASE("the Adam/AdamW step launched gives optim::adamStep's bits, on host and host-strict") {
   Devices devs;
-  for (Device* dev : {devs.host.get(), devs.strict.get()})
+  for (Device* dev : devs.all())
     for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001}})
       for (const DType gt : kTypes)
         for (const int mode : {0, 1, 2})
@@ -144,7 +152,7 @@ TEST_CASE("the Adam/AdamW step launched gives optim::adamStep's bits, on host an
 
 TEST_CASE("the norm's partial sums launched give normPart's bits, inf and NaN included") {
   Devices devs;
-  for (Device* dev : {devs.host.get(), devs.strict.get()})
+  for (Device* dev : devs.all())
     for (const std::size_t n : kSizes)
       for (const DType t : kTypes)
         for (const float poison : {0.0f, std::numeric_limits<float>::infinity(),
@@ -170,7 +178,7 @@ TEST_CASE("the norm's partial sums launched give normPart's bits, inf and NaN in
 
 TEST_CASE("accumulate, average and scale launched give element_arithmetic's bits") {
   Devices devs;
-  for (Device* dev : {devs.host.get(), devs.strict.get()})
+  for (Device* dev : devs.all())
     for (const std::size_t n : kSizes)
       for (const DType t : kTypes) {
         CAPTURE(dev->name());
@@ -221,7 +229,7 @@ TEST_CASE(
     "unscale launched: the fp32 formula's bits, and the flag set exactly when an element is "
     "inf or NaN") {
   Devices devs;
-  for (Device* dev : {devs.host.get(), devs.strict.get()})
+  for (Device* dev : devs.all())
     for (const std::size_t n : kSizes)
       for (const DType t : kTypes)
         for (const float poison : {0.0f, -std::numeric_limits<float>::infinity(),

@@ -1,7 +1,9 @@
 // The Engine on the strict host device (device memory the host cannot touch, every stream task
 // delayed by ZRT_STRICT_STREAM_DELAY_US) ends bit-identical to the same run on `host`: stages 0,
 // 1 and 2, fp32, fp16 and bf16, with and without gradient accumulation, Adam and AdamW, with
-// gradient clipping that bites and, in fp16, an overflowing step that is skipped. The model reads
+// gradient clipping that bites and, in fp16, an overflowing step that is skipped; and the same
+// at stages 1 and 2 with offload_optimizer cpu (gradients down to pinned memory, the CPU's
+// optimizer there, Adam or SGD, the update copied back up). The model reads
 // its parameters and writes its gradients only through the device's copies (TrainHooks::device),
 // so a host access anywhere in the step would kill the run with the tag and offset. The set-ups
 // that are not device-clean yet are refused by name.
@@ -53,10 +55,23 @@ struct Run {
   std::vector<StepReport> reports;
 };
 
+// The optimizer's entry replaced by `optimizer` (when not empty).
+std::string withOptimizer(std::string text, const std::string& optimizer) {
+  if (optimizer.empty()) return text;
+  const std::size_t at = text.find(R"("optimizer")");
+  const std::size_t end = text.find("}},", at) + 3;
+  return text.replace(at, end - at, optimizer);
+}
+
+const std::string kOffloadCpu = R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})";
+const std::string kSgd =
+    R"("optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},)";
+
 Run trainOn(const std::string& spec, comm::Communicator& comm, int stage, int accum, DType dtype,
-            bool adamW) {
-  const Config config =
-      parseConfig(configText(stage, accum, comm.size(), dtype, adamW), "strict test", comm.size());
+            bool adamW, const std::string& zeroExtra = "", const std::string& optimizer = "") {
+  const Config config = parseConfig(
+      withOptimizer(configText(stage, accum, comm.size(), dtype, adamW, zeroExtra), optimizer),
+      "strict test", comm.size());
   MemoryLedger ledger;
   auto device = makeDevice(spec, ledger);
   Engine engine(config, *device, comm, test::testModel(0.02));
@@ -116,18 +131,45 @@ TEST_CASE("stages 0-2 on host-strict with delayed streams end bit-identical to h
   CHECK(compared == 18);
 }
 
+TEST_CASE("offload_optimizer cpu at stages 1 and 2 on host-strict ends bit-identical to host") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "50", 1);
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  int compared = 0;
+  for (int stage : {1, 2})
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+      for (int accum : {1, 2})
+        for (bool sgd : {false, true}) {
+          if (sgd && accum == 1) continue;  // SGD (momentum) on the CPU once per stage and dtype
+          CAPTURE(stage);
+          CAPTURE(nameOf(dtype));
+          CAPTURE(accum);
+          CAPTURE(sgd);
+          const std::string opt = sgd ? kSgd : "";
+          const Run host = trainOn("host:64M", comm, stage, accum, dtype, true, kOffloadCpu, opt);
+          const Run strict =
+              trainOn("host-strict:64M", comm, stage, accum, dtype, true, kOffloadCpu, opt);
+          CHECK(sameBits(host.values, strict.values));
+          REQUIRE(host.reports.size() == strict.reports.size());
+          for (std::size_t s = 0; s < host.reports.size(); ++s) {
+            CAPTURE(s);
+            CHECK(host.reports[s].taken == strict.reports[s].taken);
+            CHECK(std::memcmp(&host.reports[s].gradNorm, &strict.reports[s].gradNorm,
+                              sizeof(double)) == 0);
+          }
+          CHECK(host.reports[1].taken == (dtype != DType::F16));
+          ++compared;
+        }
+  CHECK(compared == 18);
+}
+
 TEST_CASE("set-ups not device-clean yet are refused on host-strict, naming what") {
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   const int world = comm.size();
   MemoryLedger ledger;
   auto strict = makeDevice("host-strict:64M", ledger);
-  auto refusal = [&](int stage, const std::string& extra, const std::string& optimizer = "") {
-    std::string text = configText(stage, 1, world, DType::F32, false, extra);
-    if (!optimizer.empty()) {
-      const std::size_t at = text.find(R"("optimizer")");
-      const std::size_t end = text.find("}},", at) + 3;
-      text.replace(at, end - at, optimizer);
-    }
+  auto refusal = [&](int stage, const std::string& zeroExtra, const std::string& optimizer = "") {
+    const std::string text =
+        withOptimizer(configText(stage, 1, world, DType::F32, false, zeroExtra), optimizer);
     return test::messageOf(
         [&] { Engine e(parseConfig(text, "s.json", world), *strict, comm, test::testModel()); });
   };
@@ -136,17 +178,14 @@ TEST_CASE("set-ups not device-clean yet are refused on host-strict, naming what"
       "still touches device memory from the host (issue 30)";
   const std::string s3 = refusal(3, "");
   CAPTURE(s3);
-  CHECK(s3.find("zero_optimization.stage 3 (the parameter coordinator)" + tail) !=
+  CHECK(s3.find("zero_optimization.stage 3 (the parameter coordinator and its offload)" + tail) !=
         std::string::npos);
-  const std::string sgd =
-      refusal(2, "", R"("optimizer": {"type": "SGD", "params": {"lr": 0.05}},)");
+  const std::string sgd = refusal(2, "", kSgd);
   CAPTURE(sgd);
-  CHECK(sgd.find("optimizer SGD (it has no device kernel)" + tail) != std::string::npos);
+  CHECK(sgd.find("optimizer SGD on the device (it has no device kernel; offload_optimizer cpu "
+                 "runs it)" +
+                 tail) != std::string::npos);
   CHECK(sgd.find("use device host for the rest") != std::string::npos);
-  const std::string cpu =
-      refusal(2, R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true})");
-  CAPTURE(cpu);
-  CHECK(cpu.find("offload_optimizer cpu" + tail) != std::string::npos);
   // Checkpoints read the model states from the host: refused on every rank alike, before any
   // file is written.
   Engine engine(parseConfig(configText(1, 1, world, DType::F32, false), "s.json", world), *strict,
