@@ -63,6 +63,11 @@ void DeviceQueue::copy(void* dst, const void* src, std::size_t bytes) {
 void DeviceQueue::divide(DType dtype, void* buf, std::size_t count, float divisor) {
   if (count == 0) return;
   if (!device_) return divideBy(dtype, buf, count, divisor);
+  // A device whose memory the host cannot touch (host-strict) runs the kernel written once; the
+  // plain host device keeps element_arithmetic's vectorised loop on the stream's thread.
+  if (!device_->hostReadsDeviceMemory() && device_->kind() == DeviceKind::Host)
+    return device_->launch(unaryArgs(ElementwiseOp::Divide, dtype, buf, dtype, buf, count, divisor),
+                           *stream_);
   if (device_->kind() == DeviceKind::Host)
     return device_->hostCallback(*stream_, [=] { divideBy(dtype, buf, count, divisor); });
 #if ZRT_HAVE_CUDA
@@ -76,6 +81,9 @@ void DeviceQueue::divide(DType dtype, void* buf, std::size_t count, float diviso
 void DeviceQueue::addDivided(DType dtype, void* dst, const void* src, std::size_t count, float divisor) {
   if (count == 0) return;
   if (!device_) return zrt::addDivided(dtype, dst, src, count, divisor);
+  if (!device_->hostReadsDeviceMemory() && device_->kind() == DeviceKind::Host)
+    return device_->launch(
+        unaryArgs(ElementwiseOp::AddDivided, dtype, dst, dtype, src, count, divisor), *stream_);
   if (device_->kind() == DeviceKind::Host)
     return device_->hostCallback(*stream_, [=] { zrt::addDivided(dtype, dst, src, count, divisor); });
 #if ZRT_HAVE_CUDA

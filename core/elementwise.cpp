@@ -1,5 +1,7 @@
 #include "core/elementwise.h"
 
+#include <cmath>
+
 #include "core/element_arithmetic.h"
 #include "core/error.h"
 
@@ -7,21 +9,85 @@ namespace zrt {
 
 std::string_view nameOf(ElementwiseOp op) {
   switch (op) {
-    case ElementwiseOp::Fill: return "fill";
-    case ElementwiseOp::Cast: return "cast";
+    case ElementwiseOp::Fill:
+      return "fill";
+    case ElementwiseOp::Cast:
+      return "cast";
+    case ElementwiseOp::Scale:
+      return "scale";
+    case ElementwiseOp::Divide:
+      return "divide";
+    case ElementwiseOp::Add:
+      return "add";
+    case ElementwiseOp::AddDivided:
+      return "add divided";
+    case ElementwiseOp::Unscale:
+      return "unscale";
+    case ElementwiseOp::SumSquares:
+      return "sum of squares";
+    case ElementwiseOp::ReduceSquares:
+      return "sum of squares' reduction";
+    case ElementwiseOp::AdamStep:
+      return "Adam step";
   }
   return "?";
 }
 
+ElementwiseExtents extentsOf(const ElementwiseArgs& a) {
+  ElementwiseExtents e;
+  if (a.count == 0) return e;
+  const std::size_t outBytes = a.count * dtypeSize(a.outType);
+  const std::size_t inBytes = a.count * dtypeSize(a.inType);
+  switch (a.op) {
+    case ElementwiseOp::Fill:
+      e.out = outBytes;
+      break;
+    case ElementwiseOp::Cast:
+    case ElementwiseOp::Scale:
+    case ElementwiseOp::Divide:
+    case ElementwiseOp::Add:
+    case ElementwiseOp::AddDivided:
+      e.out = outBytes, e.in = inBytes;
+      break;
+    case ElementwiseOp::Unscale:
+      e.out = outBytes, e.in = inBytes, e.flag = sizeof(std::int32_t);
+      break;
+    case ElementwiseOp::SumSquares:
+      e.in = a.extent * dtypeSize(a.inType), e.partials = a.count * sizeof(double);
+      break;
+    case ElementwiseOp::ReduceSquares:
+      e.out = 2 * sizeof(double), e.partials = a.extent * sizeof(double);
+      break;
+    case ElementwiseOp::AdamStep:
+      e.out = a.out ? outBytes : 0, e.in = inBytes, e.state = a.count * sizeof(float);
+      break;
+  }
+  return e;
+}
+
 void checkElementwise(const ElementwiseArgs& a) {
-  if (a.count == 0) return;
-  if (!a.out) ZRT_THROW(InvalidArgument, "element-wise ", nameOf(a.op), " of ", a.count, " elements: no output buffer");
-  if (a.op == ElementwiseOp::Cast && !a.in)
-    ZRT_THROW(InvalidArgument, "element-wise cast of ", a.count, " elements: no input buffer");
+  const ElementwiseExtents e = extentsOf(a);
+  const auto missing = [&](const char* what) {
+    ZRT_THROW(InvalidArgument, "element-wise ", nameOf(a.op), " of ", a.count, " elements: no ",
+              what, " buffer");
+  };
+  if (e.out && !a.out) missing("output");
+  if (e.in && !a.in) missing("input");
+  if (e.flag && !a.flag) missing("overflow flag");
+  if (e.partials && !a.partials) missing("partial sums");
+  if (e.state && (!a.state[0] || !a.state[1] || !a.state[2])) missing("optimizer state");
+  if (a.op == ElementwiseOp::SumSquares && a.count != sumSquaresChunks(a.extent))
+    ZRT_THROW(InvalidArgument, "element-wise sum of squares over ", a.extent, " elements needs ",
+              sumSquaresChunks(a.extent), " chunks, not ", a.count);
+  if (a.op == ElementwiseOp::ReduceSquares && a.count > 1)
+    ZRT_THROW(InvalidArgument, "element-wise sum of squares' reduction runs as one element, not ",
+              a.count);
 }
 
 namespace {
 
+// Built with -ffp-contract=off (core/CMakeLists.txt): a multiply and an add stay two roundings
+// unless written as ffma, as in the CUDA kernel's intrinsics.
 struct HostAccess {
   static float load(DType t, const void* base, std::int64_t i) {
     return loadElement(t, base, static_cast<std::size_t>(i));
@@ -29,6 +95,14 @@ struct HostAccess {
   static void store(DType t, void* base, std::int64_t i, float v) {
     storeElement(t, base, static_cast<std::size_t>(i), v);
   }
+  static bool isfinite(double x) { return std::isfinite(x); }
+  static float fmul(float a, float b) { return a * b; }
+  static float fadd(float a, float b) { return a + b; }
+  static float fdiv(float a, float b) { return a / b; }
+  static float fsqrt(float a) { return std::sqrt(a); }
+  static float ffma(float a, float b, float c) { return std::fma(a, b, c); }
+  static double dmul(double a, double b) { return a * b; }
+  static double dadd(double a, double b) { return a + b; }
 };
 
 }  // namespace

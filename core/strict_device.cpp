@@ -276,10 +276,18 @@ void StrictDevice::hostCallback(Stream& stream, std::function<void()> fn) {
 void StrictDevice::launch(const ElementwiseArgs& args, Stream& stream) {
   checkElementwise(args);
   if (args.count == 0) return;
+  // Every pointer the op uses is checked against its allocation and swapped for the alias the
+  // stream thread may touch; one it does not use stays as given.
+  const ElementwiseExtents e = extentsOf(args);
   ElementwiseArgs a = args;
-  a.out = translate(args.out, args.count * dtypeSize(args.outType), "kernel output");
-  if (args.op == ElementwiseOp::Cast)
-    a.in = translate(args.in, args.count * dtypeSize(args.inType), "kernel input");
+  if (e.out) a.out = translate(args.out, e.out, "kernel output");
+  if (e.in) a.in = translate(args.in, e.in, "kernel input");
+  if (e.flag) a.flag = static_cast<std::int32_t*>(translate(args.flag, e.flag, "kernel flag"));
+  if (e.partials)
+    a.partials = static_cast<double*>(translate(args.partials, e.partials, "kernel partial sums"));
+  if (e.state)
+    for (float*& s : a.state)
+      s = static_cast<float*>(translate(s, e.state, "kernel optimizer state"));
   delay(stream);
   streams_.hostCallback(stream, [a] { runElementwiseOnHost(a); });
 }

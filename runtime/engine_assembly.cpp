@@ -12,13 +12,14 @@
 
 #include "comm/allgather_bucketer.h"
 #include "comm/gradient_bucketer.h"
+#include "comm/staged_communicator.h"
 #include "core/element_arithmetic.h"
 #include "core/error.h"
 #include "core/shard.h"
 #include "offload/aio_options.h"
 #include "partition/param_coordinator.h"
-#include "runtime/engine_impl.h"
 #include "runtime/collective_failure.h"
+#include "runtime/engine_impl.h"
 
 namespace zrt {
 
@@ -47,14 +48,25 @@ void Engine::Impl::validate() {
   if (device.kind() != DeviceKind::Host)
     ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
               " is not supported yet; the engine's step runs on the host device");
-  // The strict host device faults on any host access to device memory, and the engine's step
-  // is host code on device pointers.
-  if (!device.hostReadsDeviceMemory())
-    ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
-              " is not supported yet: the engine touches device memory from the host at every "
-              "ZeRO stage (the model's forward and backward, the gradient reduction and the "
-              "optimizer step run as host code on device pointers); a device-clean engine is "
-              "issue 30. Use device host");
+  // The strict host device faults on any host access to device memory: only the set-ups whose
+  // step runs as kernels, copies and staged collectives are accepted on it.
+  if (!device.hostReadsDeviceMemory()) {
+    std::string unclean;
+    // NVMe optimizer offload and parameter offload need stage 3 (the config says so), so the
+    // stage names them too.
+    const OffloadDevice offOpt = zero.offload_optimizer.device;
+    if (stage == 3)
+      unclean = "zero_optimization.stage 3 (the parameter coordinator and its offload)";
+    else if (config.optimizer.type == OptimizerType::SGD && offOpt == OffloadDevice::None)
+      unclean =
+          "optimizer SGD on the device (it has no device kernel; offload_optimizer cpu runs it)";
+    if (!unclean.empty())
+      ZRT_THROW(InvalidArgument, "engine: ", unclean, " on device ", device.name(),
+                " is not supported yet: that part of the step still touches device memory from "
+                "the host (issue 30). On this device the engine runs stages 0, 1 and 2, with "
+                "Adam or AdamW on the device or any optimizer under offload_optimizer cpu; use "
+                "device host for the rest");
+  }
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
   dtype = trainingPrecision(config);
@@ -120,13 +132,23 @@ void Engine::Impl::layOut() {
 }
 
 void Engine::Impl::initialise() {
+  // Where the host cannot touch device memory, device buffers are cleared and filled by copies
+  // on kernelStream from host memory built here.
+  const bool deviceClean = !device.hostReadsDeviceMemory();
+  if (deviceClean) kernelStream = device.createStream();
+  auto clear = [&](const StateBuffer& b) {
+    if (!b.data()) return;
+    if (deviceClean && b.place() == MemPlace::Device)
+      device.memsetAsync(b.data(), 0, b.bytes(), *kernelStream);
+    else
+      std::memset(b.data(), 0, b.bytes());
+  };
   for (const StateBuffer* b : {&states->parameters(), &states->frozenParameters(),
                                &states->parametersInCpu(), &states->frozenParametersInCpu(),
                                &states->gradients(), &states->gradientHostShard(),
                                &states->masterWeights()})
-    if (b->data()) std::memset(b->data(), 0, b->bytes());
-  for (const StateBuffer& b : states->moments())
-    if (b.data()) std::memset(b.data(), 0, b.bytes());
+    clear(*b);
+  for (const StateBuffer& b : states->moments()) clear(b);
   // With the parameters on NVMe the shards are built in memory once, here, then written out.
   std::vector<char> built[2];
   char* shards[2] = {static_cast<char*>(states->parameters().data()),
@@ -135,6 +157,12 @@ void Engine::Impl::initialise() {
     const ParamShardStore* stores[2] = {trainableStore.get(), frozenStore.get()};
     for (int k = 0; k < 2; ++k) {
       built[k].assign(stores[k]->count() * es, 0);
+      shards[k] = built[k].data();
+    }
+  } else if (deviceClean) {
+    const StateBuffer* buffers[2] = {&states->parameters(), &states->frozenParameters()};
+    for (int k = 0; k < 2; ++k) {
+      built[k].assign(buffers[k]->bytes(), 0);
       shards[k] = built[k].data();
     }
   }
@@ -153,9 +181,14 @@ void Engine::Impl::initialise() {
   }
   const char* trainableShard = shards[0] + (states->trainableLayout().shard.begin - keptRange[0].begin) * es;
   // The master copy starts from the training-dtype values, as a model cast to fp16 would.
+  std::vector<float> builtMaster;
   if (states->masterWeights().data()) {
     const ShardRange& s = states->trainableLayout().shard;
     auto* master = static_cast<float*>(states->masterWeights().data());
+    if (deviceClean && states->masterWeights().place() == MemPlace::Device) {
+      builtMaster.resize(s.count);
+      master = builtMaster.data();
+    }
     for (std::uint64_t i = 0; i < s.count; ++i) master[i] = zrt::loadElement(dtype, trainableShard, i);
   } else if (swapper) {  // on NVMe: written sub-group by sub-group, the moments zero
     swapper->fill([&](const OptimizerSwapper::Window& w) {
@@ -167,14 +200,31 @@ void Engine::Impl::initialise() {
   if (trainableStore) {
     trainableStore->writeAll(built[0].data());
     frozenStore->writeAll(built[1].data());
+  } else if (deviceClean) {
+    device.copyAsync(states->parameters().data(), built[0].data(), built[0].size(), *kernelStream);
+    device.copyAsync(states->frozenParameters().data(), built[1].data(), built[1].size(),
+                     *kernelStream);
+    if (!builtMaster.empty())
+      device.copyAsync(states->masterWeights().data(), builtMaster.data(), builtMaster.size() * 4,
+                       *kernelStream);
   }
+  if (deviceClean) kernelStream->synchronize();  // the host buffers die here
 }
 
 void Engine::Impl::connect() {
   std::vector<std::size_t> numels;
   for (const ParamInfo& p : layout.params)
     if (p.spec->trainable) numels.push_back(p.numel);
-  const ParameterParts parts{&layout, states.get(), dtype, &comm, {trainableStore.get(), frozenStore.get()}};
+  ParameterParts parts{
+      &layout, states.get(), dtype, &comm, {trainableStore.get(), frozenStore.get()}};
+  // The MPI and shared-memory backends read host memory: on a device whose memory the host
+  // cannot touch, the bucketers' collectives go through pinned staging buffers.
+  const bool staged = !device.hostReadsDeviceMemory();
+  if (staged) {
+    parts.device = &device;
+    stagedComm = std::make_unique<comm::StagedCommunicator>(device, comm);
+  }
+  comm::Communicator& bucketComm = staged ? *stagedComm : comm;
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
   if (!numels.empty()) {
     auto o = comm::GradientBucketerOptions::fromZeroConfig(config.zero_optimization, dtype);
@@ -184,7 +234,7 @@ void Engine::Impl::connect() {
     o.ledger = &device.ledger();
     o.output = gradients->reduceTarget();
     o.device = &device;
-    gradients->connect(std::make_unique<comm::GradientBucketer>(comm, numels, o));
+    gradients->connect(std::make_unique<comm::GradientBucketer>(bucketComm, numels, o));
     if (stage == 3) {
       gatherLane = comm.duplicate();
     } else if (stage >= 1 && world > 1) {
@@ -194,8 +244,13 @@ void Engine::Impl::connect() {
       auto g = comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, dtype);
       g.device = &device;
       g.ledger = &device.ledger();
-      gatherer = std::make_unique<comm::AllGatherBucketer>(gatherLane ? *gatherLane : comm,
-                                                           std::span<const std::size_t>(&whole, 1), g);
+      comm::Communicator* lane = gatherLane ? gatherLane.get() : &comm;
+      if (staged) {
+        stagedLane = std::make_unique<comm::StagedCommunicator>(device, *lane);
+        lane = stagedLane.get();
+      }
+      gatherer = std::make_unique<comm::AllGatherBucketer>(
+          *lane, std::span<const std::size_t>(&whole, 1), g);
       ZRT_ENFORCE_EQ(gatherer->plan().shardCount[0], states->trainableLayout().shard.count);
     }
   }

@@ -3,10 +3,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/collective_failure.h"
 #include "runtime/engine.h"
 #include "runtime/engine_impl.h"
-#include "runtime/collective_failure.h"
 
 namespace zrt {
 
@@ -18,6 +19,12 @@ struct CheckpointAccess {
 
   static checkpoint::EngineView view(Engine& engine, ParamCopies& copies) {
     Engine::Impl& e = *engine.impl_;
+    // Every rank has the same device, so every rank refuses alike: no one waits in a collective.
+    if (!e.device.hostReadsDeviceMemory())
+      ZRT_THROW(
+          InvalidArgument, "engine: checkpoints (save, load, loadWeights) on device ",
+          e.device.name(),
+          " are not supported yet: they read and write the model states from the host (issue 30)");
     checkpoint::EngineView v;
     ParamShardStore* stores[2] = {e.trainableStore.get(), e.frozenStore.get()};
     if (stores[0]) {

@@ -64,8 +64,14 @@ struct Engine::Impl {
   std::unique_ptr<OptimizerSwapper> swapper;
   std::unique_ptr<OptimizerStateHome> optimizerState;  // in memory, or through the swapper
   std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
+  // Where the host cannot touch device memory: the set-up's copies and the optimizer's kernels.
+  std::unique_ptr<Stream> kernelStream;
+  // There too, the communicator the gradient buckets post to, through pinned staging buffers;
+  // it outlives them.
+  std::unique_ptr<comm::Communicator> stagedComm;
   std::unique_ptr<RankGradients> gradients;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the parameter home that posts to it
+  std::unique_ptr<comm::Communicator> stagedLane;  // the gather lane staged, as stagedComm
   std::unique_ptr<ParameterHome> parameters;
   LossScaler scaler;
   LrSchedule schedule = LrSchedule::fromConfig(SchedulerConfig{}, 0.0);

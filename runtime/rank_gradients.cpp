@@ -1,17 +1,20 @@
 #include "runtime/rank_gradients.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 namespace zrt {
 
 RankGradients::RankGradients(Device& device, const ModelLayout& layout, const ModelStates& states,
-                             DType dtype, const ShardRange& normShard, std::unique_ptr<GradientPolicy> policy)
-    : layout_(layout), policy_(std::move(policy)), normShard_(normShard) {
+                             DType dtype, const ShardRange& normShard,
+                             std::unique_ptr<GradientPolicy> policy)
+    : layout_(layout), device_(device), policy_(std::move(policy)), normShard_(normShard) {
   b_.dtype = dtype;
   b_.es = dtypeSize(dtype);
   const StateBuffer& g = states.gradients() ? states.gradients() : states.gradientHostShard();
   b_.reduced = static_cast<char*>(g.data());
+  b_.shardOnHost = !states.gradients();
   b_.accumulator = static_cast<float*>(states.gradientAccumulator().data());
   b_.hostShard = static_cast<char*>(states.gradientHostShard().data());
   b_.shard = states.trainableLayout().shard;
@@ -19,6 +22,13 @@ RankGradients::RankGradients(Device& device, const ModelLayout& layout, const Mo
   // PyTorch's .grad before DeepSpeed copies it into a bucket), so it is charged as "other".
   if (layout.widestModule) workspace_ = device.allocate(layout.widestModule * b_.es, MemTag::Other);
   b_.workspace = workspace_.as<char>();
+  if (!device.hostReadsDeviceMemory()) {
+    stream_ = device.createStream();
+    b_.device = &device;
+    b_.stream = stream_.get();
+    const std::uint64_t normCount = std::max<std::uint64_t>(normShard.valid, b_.shard.count);
+    norm_ = std::make_unique<DeviceNormPart>(device, normCount);
+  }
 }
 
 RankGradients::~RankGradients() = default;
@@ -46,8 +56,13 @@ void RankGradients::finished(std::size_t module) {
 void RankGradients::missing(std::size_t module) {
   for (std::size_t i : layout_.moduleParams[module]) {
     const ParamInfo& p = layout_.params[i];
-    if (p.spec->trainable) std::memset(home(p), 0, p.numel * b_.es);
+    if (!p.spec->trainable) continue;
+    if (stream_)
+      device_.memsetAsync(home(p), 0, p.numel * b_.es, *stream_);
+    else
+      std::memset(home(p), 0, p.numel * b_.es);
   }
+  if (stream_) stream_->synchronize();  // finished() hands the zeros on
   finished(module);
 }
 
@@ -64,7 +79,9 @@ NormPart RankGradients::normShare() const {
   if (!bucketer_) return {};
   const GradientShard g = policy_->normShare(b_, normShard_);
   // Padding past the real elements is not ours to read at stages 0/1.
-  return normPart(g.type, g.data, normShard_.valid);
+  if (!norm_ || b_.shardOnHost) return normPart(g.type, g.data, normShard_.valid);
+  norm_->launch(*stream_, g.type, g.data, normShard_.valid);
+  return norm_->take(*stream_);
 }
 
 GradientShard RankGradients::forOptimizer(Device& device, Stream* copies) const {

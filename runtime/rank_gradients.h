@@ -13,6 +13,7 @@
 #include "comm/gradient_bucketer.h"
 #include "core/device.h"
 #include "partition/model_states.h"
+#include "runtime/device_kernels.h"
 #include "runtime/engine_layout.h"
 #include "runtime/grad_norm.h"
 #include "runtime/stage_policy.h"
@@ -21,7 +22,9 @@ namespace zrt {
 
 class RankGradients {
  public:
-  // Allocates the workspace (the widest module's trainable gradients) on `device`.
+  // Allocates the workspace (the widest module's trainable gradients) on `device`. Where the
+  // host cannot touch device memory, the accumulation and the norm run as kernels on a stream
+  // of its own.
   RankGradients(Device& device, const ModelLayout& layout, const ModelStates& states, DType dtype,
                 const ShardRange& normShard, std::unique_ptr<GradientPolicy> policy);
   ~RankGradients();
@@ -52,7 +55,10 @@ class RankGradients {
 
  private:
   const ModelLayout& layout_;
+  Device& device_;
   DeviceMemory workspace_;
+  std::unique_ptr<Stream> stream_;        // the kernels' stream; null on the host device
+  std::unique_ptr<DeviceNormPart> norm_;  // with stream_
   std::unique_ptr<comm::GradientBucketer> bucketer_;
   std::unique_ptr<GradientPolicy> policy_;
   ShardRange normShard_;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/element_arithmetic.h"
+#include "core/elementwise.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
 
@@ -27,7 +28,9 @@ class ReplicatedGradients final : public GradientPolicy {
 
   void finished(const ParamInfo& p, const char* grad, const GradientBuffers& b) override {
     char* dst = b.reduced + p.offset * b.es;
-    if (float* acc = b.accumulator) {
+    if (b.device) {
+      finishedOnDevice(p, grad, dst, b);
+    } else if (float* acc = b.accumulator) {
       widenInto(b.dtype, grad, acc + p.offset, p.numel, /*add=*/b.micro > 0);
       if (b.boundary)  // the sum is rounded to the dtype once, for the all-reduce
         for (std::uint64_t i = 0; i < p.numel; ++i) zrt::storeElement(b.dtype, dst, i, acc[p.offset + i]);
@@ -40,6 +43,25 @@ class ReplicatedGradients final : public GradientPolicy {
   }
 
   void reduced(const GradientBuffers&) override {}
+
+  // The same arithmetic as kernels (core/elementwise.h gives element_arithmetic's bits).
+  static void finishedOnDevice(const ParamInfo& p, const char* grad, char* dst,
+                               const GradientBuffers& b) {
+    Device& d = *b.device;
+    if (float* acc = b.accumulator) {
+      const ElementwiseOp op = b.micro > 0 ? ElementwiseOp::Add : ElementwiseOp::Cast;
+      d.launch(unaryArgs(op, DType::F32, acc + p.offset, b.dtype, grad, p.numel), *b.stream);
+      if (b.boundary)
+        d.launch(castArgs(b.dtype, dst, DType::F32, acc + p.offset, p.numel), *b.stream);
+    } else if (b.micro == 0) {
+      if (grad != dst) d.copyAsync(dst, grad, p.numel * b.es, *b.stream);
+    } else {
+      d.launch(unaryArgs(ElementwiseOp::Add, b.dtype, dst, b.dtype, grad, p.numel), *b.stream);
+    }
+    // The bucketer copies `dst` on its own stream, and the caller writes the workspace again as
+    // soon as this returns: both wait for the kernels here.
+    b.stream->synchronize();
+  }
 
   GradientShard shard(const GradientBuffers& b) const override {
     if (b.hostShard) return {b.hostShard, b.dtype};  // stage 1 copies its shard down first

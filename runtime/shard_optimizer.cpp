@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/shard.h"
+#include "runtime/device_kernels.h"
 #include "runtime/engine_impl.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/sgd.h"
@@ -31,6 +32,8 @@ void Engine::Impl::runOptimizer(double gradScale) {
   optimizerState->forEach([&](const OptimizerWindow& w) {
     stepWindow(grads, gradScale, w.begin, w.count, w.master, w.moment0, w.moment1);
   });
+  // The kernels update the shard the gathers read next.
+  if (kernelStream) kernelStream->synchronize();
 }
 
 // Offloaded: the updated shard, written over its gradients in the host shard, goes back up to
@@ -92,7 +95,10 @@ void Engine::Impl::stepWindow(const GradientShard& gradShard, double gradScale, 
       h.eps = oc.eps;
       h.decoupledWeightDecay = oc.adam_w_mode;
       optim::AdamState s{param, moment0, moment1, grads, gradType, copy, dtype, count};
-      optim::adamStep(h, s, lo - begin, hi - lo, stepOptions);
+      if (kernelStream && !optimizerOffloaded())  // states in device memory the host cannot touch
+        launchAdamStep(device, *kernelStream, h, s, lo - begin, hi - lo);
+      else
+        optim::adamStep(h, s, lo - begin, hi - lo, stepOptions);
     }
   }
 }

@@ -2,6 +2,7 @@
 // than its shard of gradients. The buckets add the micro-steps up in the training dtype, or,
 // with an fp32 accumulator, overwrite the shard, which is then added into the accumulator.
 #include "core/element_arithmetic.h"
+#include "core/elementwise.h"
 #include "runtime/rank_gradients.h"
 #include "runtime/stage_policy.h"
 
@@ -24,7 +25,13 @@ class ShardedGradients final : public GradientPolicy {
   }
 
   void reduced(const GradientBuffers& b) override {
-    if (b.accumulator) widenInto(b.dtype, b.reduced, b.accumulator, b.shard.count, /*add=*/b.micro > 0);
+    if (!b.accumulator) return;
+    if (!b.device || b.shardOnHost)
+      return widenInto(b.dtype, b.reduced, b.accumulator, b.shard.count, /*add=*/b.micro > 0);
+    const ElementwiseOp op = b.micro > 0 ? ElementwiseOp::Add : ElementwiseOp::Cast;
+    b.device->launch(unaryArgs(op, DType::F32, b.accumulator, b.dtype, b.reduced, b.shard.count),
+                     *b.stream);
+    b.stream->synchronize();  // the next micro-step's buckets overwrite the shard it reads
   }
 
   GradientShard shard(const GradientBuffers& b) const override {

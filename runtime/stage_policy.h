@@ -45,6 +45,13 @@ struct GradientBuffers {
   char* workspace = nullptr;  // one module's gradients as the caller writes them
   ShardRange shard;           // this rank's shard of the trainable buffer
   comm::GradientBucketer* bucketer = nullptr;
+  // Where the host cannot touch device memory (host-strict, a GPU): the device and the stream
+  // its kernels run on, in order; null on the host device, whose step runs host loops as before.
+  Device* device = nullptr;
+  Stream* stream = nullptr;
+  // `reduced` is the offloaded optimizer's pinned host shard (stages 2/3 with the optimizer
+  // offloaded), and so is the accumulator: host code may work on them once the buckets fenced.
+  bool shardOnHost = false;
   int micro = 0;  // the micro-step under way (or just finished), from 0
   bool boundary = false;  // it is the step's last
   bool reducing = false;  // its buckets are posted
@@ -87,6 +94,8 @@ struct ParameterParts {
   comm::Communicator* comm = nullptr;
   // offload_param nvme: the trainable and frozen shards, part in host memory, part on NVMe.
   ParamShardStore* stores[2] = {nullptr, nullptr};
+  // Set where the host cannot touch device memory: parameters are read back through copies.
+  Device* device = nullptr;
 };
 
 class ParameterHome {

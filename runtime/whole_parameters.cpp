@@ -1,6 +1,8 @@
 // Stages 0-2: every rank holds every parameter, in the two flat buffers, whole. The optimizer
 // updates this rank's shard inside the trainable buffer; on several ranks at stages 1/2 the
 // all-gather buckets bring every rank's updated shard to the others.
+#include <vector>
+
 #include "core/element_arithmetic.h"
 #include "runtime/stage_policy.h"
 
@@ -10,7 +12,10 @@ namespace {
 class WholeParameters final : public ParameterHome {
  public:
   WholeParameters(const ParameterParts& parts, std::unique_ptr<comm::AllGatherBucketer> gatherer)
-      : parts_(parts), es_(dtypeSize(parts.dtype)), gatherer_(std::move(gatherer)) {}
+      : parts_(parts),
+        es_(dtypeSize(parts.dtype)),
+        gatherer_(std::move(gatherer)),
+        copies_(parts.device ? parts.device->createStream() : nullptr) {}
 
   char* trainableShard() const override {
     return static_cast<char*>(parts_.states->parameters().data()) +
@@ -39,6 +44,13 @@ class WholeParameters final : public ParameterHome {
   std::vector<float> value(const ParamInfo& p) const override {
     std::vector<float> out(p.numel);
     const char* at = base(p);
+    std::vector<char> down;
+    if (copies_) {  // device memory the host cannot touch: read through a copy
+      down.resize(p.numel * es_);
+      parts_.device->copyAsync(down.data(), at, down.size(), *copies_);
+      copies_->synchronize();
+      at = down.data();
+    }
     for (std::uint64_t i = 0; i < p.numel; ++i) out[i] = zrt::loadElement(parts_.dtype, at, i);
     return out;
   }
@@ -52,6 +64,7 @@ class WholeParameters final : public ParameterHome {
   ParameterParts parts_;
   std::size_t es_;
   std::unique_ptr<comm::AllGatherBucketer> gatherer_;
+  std::unique_ptr<Stream> copies_;  // set with parts.device
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 // core/elementwise.h's kernel body as a __global__ kernel: a grid-stride loop over the launch's
 // elements, loading and storing through core/cuda/dtype_device.cuh (the CPU's rounding).
+// The sum of squares runs one thread per 64 Ki-element chunk, in the host's order, so the norm
+// has the host's bits; a tree reduction would be faster on a GPU and give other bits.
 #include "core/cuda/elementwise_kernels.h"
 
 #include <algorithm>
@@ -28,6 +30,16 @@ struct CudaAccess {
       default: cuda_dtype::store<DType::F32>(base, i, v); break;
     }
   }
+  // Explicitly rounded: nvcc may neither contract these into an fma nor use an approximate
+  // divide or square root, so the kernel stores the host body's bits.
+  __device__ static bool isfinite(double x) { return ::isfinite(x); }
+  __device__ static float fmul(float a, float b) { return __fmul_rn(a, b); }
+  __device__ static float fadd(float a, float b) { return __fadd_rn(a, b); }
+  __device__ static float fdiv(float a, float b) { return __fdiv_rn(a, b); }
+  __device__ static float fsqrt(float a) { return __fsqrt_rn(a); }
+  __device__ static float ffma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+  __device__ static double dmul(double a, double b) { return __dmul_rn(a, b); }
+  __device__ static double dadd(double a, double b) { return __dadd_rn(a, b); }
 };
 
 __global__ void elementwiseKernel(ElementwiseArgs a) {

@@ -8,18 +8,19 @@
 #pragma once
 
 #include <cmath>
-#include <functional>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
-#include "core/element_arithmetic.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/element_arithmetic.h"
 #include "runtime/engine.h"
 
 namespace zrt::test {
@@ -128,15 +129,42 @@ struct TrainHooks {
   std::function<std::vector<int>(int)> forwardOrder;
   // Read layer 0 a second time at the end of forward (a shared module, as a tied embedding).
   bool refetchFirst = false;
+  // The device the engine runs on, where the host cannot touch its memory (host-strict): the
+  // model then reads parameters and writes gradients only through the device's copies, as a GPU
+  // forward and backward would (beforeDone sees the gradient in host memory before it goes up).
+  Device* device = nullptr;
+};
+
+// A tensor's bytes through copies on `stream` (device memory the host cannot touch) or read in
+// place (null device).
+struct DeviceIo {
+  Device* device = nullptr;
+  std::unique_ptr<Stream> stream;
+  explicit DeviceIo(Device* d) : device(d), stream(d ? d->createStream() : nullptr) {}
+  // A host view of `ref`'s elements: the bytes themselves, or a copy brought down into `keep`.
+  const void* down(const TensorRef& ref, std::vector<char>& keep) const {
+    if (!device) return ref.data;
+    keep.resize(ref.numel * dtypeSize(ref.dtype));
+    device->copyAsync(keep.data(), ref.data, keep.size(), *stream);
+    stream->synchronize();
+    return keep.data();
+  }
+  void up(void* dst, const std::vector<char>& src) const {
+    device->copyAsync(dst, src.data(), src.size(), *stream);
+    stream->synchronize();  // the engine reads the gradient once backwardDone is called
+  }
 };
 
 // Reads module l's parameters (fetch, copy, release: stage 3 gathers them and frees them again).
-inline LayerParams readLayer(Engine& engine, int l) {
+inline LayerParams readLayer(Engine& engine, int l, const DeviceIo& io = DeviceIo(nullptr)) {
   LayerParams p;
   auto refs = engine.parameters(static_cast<std::size_t>(l));
-  for (std::size_t i = 0; i < refs[0].numel; ++i) p.w.push_back(loadValue(refs[0].dtype, refs[0].data, i));
-  for (std::size_t i = 0; i < refs[1].numel; ++i) p.s.push_back(loadValue(refs[1].dtype, refs[1].data, i));
-  for (std::size_t i = 0; i < refs[2].numel; ++i) p.b.push_back(loadValue(refs[2].dtype, refs[2].data, i));
+  std::vector<char> keep[3];
+  const void* at[3] = {io.down(refs[0], keep[0]), io.down(refs[1], keep[1]),
+                       io.down(refs[2], keep[2])};
+  for (std::size_t i = 0; i < refs[0].numel; ++i) p.w.push_back(loadValue(refs[0].dtype, at[0], i));
+  for (std::size_t i = 0; i < refs[1].numel; ++i) p.s.push_back(loadValue(refs[1].dtype, at[1], i));
+  for (std::size_t i = 0; i < refs[2].numel; ++i) p.b.push_back(loadValue(refs[2].dtype, at[2], i));
   engine.release(static_cast<std::size_t>(l));
   return p;
 }
@@ -148,6 +176,7 @@ inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, i
   const int world = comm.size(), rank = comm.rank(), accum = engine.accumulationSteps();
   const std::int64_t global = micro * accum * world;
   std::vector<StepReport> reports;
+  const DeviceIo io(hooks.device);
   for (int s = hooks.firstStep; s < hooks.firstStep + steps; ++s) {
     double stepLoss = 0;
     for (int m = 0; m < accum; ++m) {
@@ -157,9 +186,9 @@ inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, i
       if (hooks.forwardOrder) order = hooks.forwardOrder(s);
       for (int l = 0; l < kLayers; ++l)
         if (!hooks.forwardOrder) order.push_back(l);
-      for (int l : order) p[static_cast<std::size_t>(l)] = readLayer(engine, l);
+      for (int l : order) p[static_cast<std::size_t>(l)] = readLayer(engine, l, io);
       if (hooks.refetchFirst) {
-        const LayerParams again = readLayer(engine, 0);
+        const LayerParams again = readLayer(engine, 0, io);
         if (again.w != p[0].w || again.b != p[0].b)
           throw std::runtime_error("layer 0 read twice in one forward gave different values");
       }
@@ -173,9 +202,18 @@ inline std::vector<StepReport> train(Engine& engine, comm::Communicator& comm, i
         // Backward reads the module's parameters again, as a real backward does.
         engine.parameters(static_cast<std::size_t>(l));
         auto refs = engine.gradients(static_cast<std::size_t>(l));
+        std::vector<TensorRef> onDevice = refs;
+        std::vector<char> staged[3];
+        if (io.device)  // computed in host memory, then uploaded as a GPU backward's result
+          for (std::size_t k : {std::size_t{0}, std::size_t{2}}) {
+            staged[k].resize(refs[k].numel * dtypeSize(refs[k].dtype));
+            refs[k].data = staged[k].data();
+          }
         for (std::size_t i = 0; i < refs[0].numel; ++i) storeValue(refs[0].dtype, refs[0].data, i, static_cast<float>(g[l][0][i]));
         for (std::size_t i = 0; i < refs[2].numel; ++i) storeValue(refs[2].dtype, refs[2].data, i, static_cast<float>(g[l][1][i]));
         if (hooks.beforeDone) hooks.beforeDone(s, m, l, refs[0]);
+        if (io.device)
+          for (std::size_t k : {std::size_t{0}, std::size_t{2}}) io.up(onDevice[k].data, staged[k]);
         engine.backwardDone(static_cast<std::size_t>(l));
         engine.release(static_cast<std::size_t>(l));
       }
