@@ -92,7 +92,7 @@ void Engine::Impl::layOut() {
     so.pipelineWrite = off.pipeline_write;
     const std::uint64_t sub = OptimizerSwapper::subGroupElements(shardCount, so.subGroupSize);
     swapBuffers = std::make_unique<offload::PinnedBufferPool>(
-        device, static_cast<std::size_t>(std::max(1, off.buffer_count)), sub * 4 * files);
+        device, OptimizerSwapper::buffersUsed(shardCount, so.subGroupSize, off.buffer_count), sub * 4 * files);
     io = std::make_unique<offload::OffloadEngine>(offload::aioOptionsFrom(config.aio), swapBuffers->iovecs());
     swapSpace = std::make_unique<offload::SwapSpace>(
         std::vector<std::filesystem::path>(off.nvme_path.begin(), off.nvme_path.end()), device.ledger(), rank);

@@ -25,6 +25,12 @@ std::uint64_t OptimizerSwapper::subGroupElements(std::uint64_t count, std::uint6
   return (s + kSubGroupAlign - 1) / kSubGroupAlign * kSubGroupAlign;
 }
 
+std::size_t OptimizerSwapper::buffersUsed(std::uint64_t count, std::uint64_t subGroupSize, int bufferCount) {
+  const std::uint64_t group = subGroupElements(count, subGroupSize);
+  const std::uint64_t groups = std::max<std::uint64_t>(1, (count + group - 1) / group);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(groups, static_cast<std::uint64_t>(std::max(1, bufferCount))));
+}
+
 OptimizerSwapper::OptimizerSwapper(offload::OffloadEngine& io, offload::PinnedBufferPool& pool,
                                    std::vector<const offload::SwapFile*> files, std::uint64_t count,
                                    OptimizerSwapperOptions options)
@@ -153,7 +159,7 @@ void OptimizerSwapper::run(const std::function<void(const Window&)>& fn, bool re
   p.count = count_;
   p.subGroup = subGroup_;
   p.groups = groups_;
-  p.slots = std::min(groups_, static_cast<std::size_t>(options_.bufferCount));
+  p.slots = buffersUsed(count_, options_.subGroupSize, options_.bufferCount);
   p.chainReads = read && options_.pipelineRead;
   p.observer = options_.observer;
   const std::size_t states = files_.size();

@@ -77,9 +77,13 @@ class OptimizerSwapper {
 
   // Sizes of the pinned buffers this swapper needs for `states` files of `count` elements.
   static std::uint64_t subGroupElements(std::uint64_t count, std::uint64_t subGroupSize);
+  // How many of them a pass holds at once: one a sub-group, at most buffer_count. A shard of
+  // fewer sub-groups than buffer_count (DeepSpeed's default sub_group_size makes one) leaves
+  // the rest unused, so the pool is made this size rather than buffer_count.
+  static std::size_t buffersUsed(std::uint64_t count, std::uint64_t subGroupSize, int bufferCount);
 
   // `files`: one swap file per fp32 state (master weights, then the moments), `count` elements
-  // each. The buffers come from `pool` (buffer_count buffers of subGroupElements()·4·files
+  // each. The buffers come from `pool` (buffersUsed() buffers of subGroupElements()·4·files
   // bytes), which with `io` must outlive the swapper.
   OptimizerSwapper(offload::OffloadEngine& io, offload::PinnedBufferPool& pool,
                    std::vector<const offload::SwapFile*> files, std::uint64_t count,

@@ -36,6 +36,20 @@ bool skipCollectiveTeardown(const char* what) noexcept {
   return true;
 }
 
+void leavePeers(const char* why) noexcept {
+  int initialized = 0, finalized = 0, world = 0;
+  if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return;
+  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &world) != MPI_SUCCESS || world == 1) return;
+  if (g_left.exchange(true)) return;
+  try {
+    logWarning(detail::cat(why, ": leaving the peers, which may be waiting for this rank in a "
+                           "collective; MPI_Finalize will wait for them at most ZRT_UNWIND_GRACE_S"));
+  } catch (...) {
+    // The warning is only help; leaving must not throw on the way out.
+  }
+}
+
 bool leftPeers() noexcept { return g_left.load(); }
 
 std::chrono::milliseconds unwindGrace() { return secondsFromEnvironment("ZRT_UNWIND_GRACE_S", 10); }

@@ -22,7 +22,14 @@ namespace zrt::comm {
 // was lost (peer_loss.h).
 bool skipCollectiveTeardown(const char* what) noexcept;
 
-// Whether a collective teardown was skipped in this process.
+// The process is ending on an error raised outside any teardown (a Python program's unhandled
+// exception after its engines were closed, say) while its peers may be waiting for it in a
+// collective, e.g. a communicator's creation: marks it as having left them, so MPI_Finalize gets
+// the bounded grace instead of waiting for them forever, and says so once (`why` names the
+// error's kind). Does nothing where MPI is not initialised or this rank is alone.
+void leavePeers(const char* why) noexcept;
+
+// Whether a collective teardown was skipped in this process, or leavePeers was called.
 bool leftPeers() noexcept;
 
 // How long MPI_Finalize may wait for the peers of a rank that left them: ZRT_UNWIND_GRACE_S

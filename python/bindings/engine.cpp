@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/agreed_failure.h"
+#include "comm/mpi/left_peers.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
@@ -401,7 +402,8 @@ void bindEngine(py::module_& m) {
   m.def("peer_lost", [] { return comm::peerLost(); },
         "Whether a peer rank was lost (its process exited while this rank waited for it).");
   m.def("finalize",
-        [] {
+        [](bool failing) {
+          if (failing) comm::leavePeers("the program is ending on an unhandled exception");
           if (liveEngines() > 0) {
             // Finalising under a live communicator would crash its progress thread; leaving
             // MPI initialised only draws Open MPI's complaint at exit.
@@ -411,7 +413,10 @@ void bindEngine(py::module_& m) {
           }
           mpiEnvironment().reset();
         },
-        "Finalises MPI if zrt initialised it (zrt's atexit handler calls it after the engines are gone).");
+        py::arg("failing") = false,
+        "Finalises MPI if zrt initialised it (zrt's atexit handler calls it after the engines are gone); "
+        "failing: the program is ending on an unhandled exception, so MPI_Finalize waits for the peers "
+        "at most ZRT_UNWIND_GRACE_S.");
 }
 
 }  // namespace zrt::python

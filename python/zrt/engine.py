@@ -405,7 +405,9 @@ def _finalize():
             e.close()
     import gc
     gc.collect()  # an Engine in a reference cycle (hooks refer to it) goes before MPI does
-    _zrt.finalize()
+    # Failing with no engine left to abandon, the peers may still wait for this rank (in the
+    # creation of their next engine, say): MPI_Finalize must not wait for them forever either.
+    _zrt.finalize(bool(_failing))
 
 
 def _zrt_error(cls, message):

@@ -254,18 +254,26 @@ TEST_CASE("stage 3's gathered copies: persistent modules plus the pool up to max
 TEST_CASE("NVMe swap buffers: the optimizer's pool and the parameters' staging buffers") {
   // fp32 AdamW offloaded keeps master weights and two moments: 3 states. Ψ' = 1024 on 2 ranks,
   // shard 512, a sub-group of min(sub_group_size, 512) rounded up to 1024 elements (4 KiB):
-  // buffers of 1024·4·3 = 12,288 bytes.
+  // buffers of 1024·4·3 = 12,288 bytes. The shard is one sub-group, so a pass holds one buffer
+  // whatever buffer_count says.
   BufferInputs in = fp32Buffers(1000, 3, 2, 1, OffloadDevice::Nvme);
   in.zero.offload_optimizer.buffer_count = 4;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 12'288);
+  // A smaller sub-group: 100 elements, rounded to 1024: still one.
+  in.zero.sub_group_size = 100;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 12'288);
+  // Ψ' = 8000, shard 4000: four sub-groups of 1024, and as many buffers as buffer_count allows.
+  in = fp32Buffers(8000, 3, 2, 1, OffloadDevice::Nvme);
+  in.zero.sub_group_size = 1024;
+  in.zero.offload_optimizer.buffer_count = 4;
   CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4 * 12'288);
-  // On the host device the pool moves into huge pages (here a made-up 16 KiB one): 49,152 bytes
-  // are 3 whole pages, plus one page less 4 KiB for aligning the start.
+  in.zero.offload_optimizer.buffer_count = 2;
+  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 2 * 12'288);
+  // On the host device the pool moves into huge pages (here a made-up 16 KiB one): 4 buffers,
+  // 49,152 bytes, are 3 whole pages, plus one page less 4 KiB for aligning the start.
+  in.zero.offload_optimizer.buffer_count = 4;
   in.hugePageBytes = 16'384;
   CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 49'152 + 16'384 - 4'096);
-  // A smaller sub-group: 100 elements, rounded to 1024.
-  in.hugePageBytes = 0;
-  in.zero.sub_group_size = 100;
-  CHECK(bufferBytes(in).get(Purpose::SwapBuffers, MemPlace::PinnedHost) == 4 * 12'288);
 
   // Parameters on NVMe: modules of 3000 and 5000 fp32 elements, Ψ' = 8000 on 2 ranks, shard 4000.
   // Rank 0 holds all of module a (3000 from shard element 0) and 1000 of b (from element 3000).

@@ -1,7 +1,13 @@
 """zrt.ops.CPUAdam against torch.optim.AdamW (adamw_mode=True) and torch.optim.Adam
 (adamw_mode=False, L2 weight decay) over 100 steps of the tiny GPT-2: every parameter within
-1e-6 (relative to its largest element); DeepSpeedCPUAdam's refusals, and a bad hyperparameter
-raised with the C++ message naming it."""
+1e-6 (relative to its largest element) of torch's; DeepSpeedCPUAdam's refusals, and a bad
+hyperparameter raised with the C++ message naming it.
+
+Torch 1.x updates the moments as DeepSpeed's CPU Adam does (m = b1 m + (1 - b1) g), and the two
+agree to the bit. Torch 2.x computes the first moment with lerp, another fp32 rounding, and the
+two drift apart by about 2e-6 over these 100 steps, as far as each is from the exact result.
+There the reference is an fp64 torch optimizer fed the same gradients: CPUAdam must be at least
+as close to it as torch's own fp32 optimizer is, and within 1e-5 of torch's."""
 import sys
 
 import torch
@@ -12,8 +18,12 @@ from tiny_gpt2 import GPT2, batches, loss_of
 STEPS = 100
 
 
+TORCH_LERPS = int(torch.__version__.split(".")[0]) >= 2
+
+
 def worst_relative(a, b):
-    return max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(a.parameters(), b.parameters()))
+    return max(((x.double() - y.double()).abs().max() / y.double().abs().max()).item()
+               for x, y in zip(a.parameters(), b.parameters()))
 
 
 def compare(make_ours, make_reference, what, lr=1e-2):
@@ -21,16 +31,33 @@ def compare(make_ours, make_reference, what, lr=1e-2):
     ours, ref = GPT2(), GPT2()
     initial = {k: v.clone() for k, v in ours.state_dict().items()}
     ref.load_state_dict(initial)
+    # Each fp32 run has an fp64 shadow stepped by torch on that run's own gradients: how far the
+    # run is from it is its optimizer's rounding alone.
+    shadows = []
+    for _ in range(2):
+        shadow = GPT2().double()
+        shadow.load_state_dict({k: v.double() for k, v in initial.items()})
+        shadows.append((shadow, make_reference(shadow.parameters())))
     opt_ours, opt_ref = make_ours(ours.parameters()), make_reference(ref.parameters())
     data = batches(STEPS, 4, 16, 64)
     for s in range(STEPS):
-        for model, opt in ((ours, opt_ours), (ref, opt_ref)):
+        for model, opt, (shadow, opt_shadow) in zip((ours, ref), (opt_ours, opt_ref), shadows):
             opt.zero_grad()
             loss_of(model, data[s]).backward()
+            for p, q in zip(shadow.parameters(), model.parameters()):
+                p.grad = q.grad.double()
             opt.step()
+            opt_shadow.step()
     worst = worst_relative(ours, ref)
-    print(f"{what}: worst relative difference after {STEPS} steps {worst:.3g}")
-    assert worst <= 1e-6, f"{what}: {worst} > 1e-6"
+    ours_exact, torch_exact = worst_relative(ours, shadows[0][0]), worst_relative(ref, shadows[1][0])
+    print(f"{what}: worst relative difference after {STEPS} steps {worst:.3g} from torch {torch.__version__}; "
+          f"from fp64: ours {ours_exact:.3g}, torch's fp32 {torch_exact:.3g}")
+    if TORCH_LERPS:
+        assert worst <= 1e-5, f"{what}: {worst} > 1e-5 from torch"
+        assert ours_exact <= max(1e-6, torch_exact), \
+            f"{what}: {ours_exact} from fp64, further than torch's fp32 optimizer ({torch_exact})"
+    else:
+        assert worst <= 1e-6, f"{what}: {worst} > 1e-6"
     # Training moved the parameters (the comparison is not of two untouched models): from the
     # initial values, by more than one step's lr, and the loss fell from the initial model's.
     moved = max((v - initial[k]).abs().max().item() for k, v in ours.state_dict().items())

@@ -1,6 +1,7 @@
 """Run by dead_rank_test.py under `mpirun -np 2`: trains at stage 3; in step 3 rank 1 prints
 "rank 1 leaves" and then SIGKILLs itself (mode kill) or raises a Python exception that ends its
-program (mode throw), while rank 0 goes on into the backward's collectives. When rank 0 gets
+program (mode throw), while rank 0 goes on into the backward's collectives; or (mode closed)
+closes its engine before raising, while rank 0 closes its own and creates a new one. When rank 0 gets
 an exception out of the Engine it prints "rank 0 raised <type>: <message>" and lets it end the
 program (the path a user's script takes: zrt's exit handler, then the interpreter's exit)."""
 import os
@@ -29,7 +30,17 @@ try:
                 print("rank 1 leaves", flush=True)
                 if mode == "kill":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if mode == "closed":
+                    engine.close()
                 raise RuntimeError("the caller's own error on rank 1")
+            if mode == "closed":
+                # Rank 0 starts over with a new engine, whose communicator's creation is a
+                # collective that waits for rank 1.
+                engine.close()
+                engine = zrt.initialize(model=GPT2(), config={
+                    "train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
+                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+                continue
             time.sleep(1)  # rank 1 is dead by now: the backward's collectives wait for it
         engine.backward(loss)
         engine.step()

@@ -73,6 +73,17 @@ struct Rig {
 
 }  // namespace
 
+TEST_CASE("the pool holds the buffers a pass uses: one a sub-group, at most buffer_count") {
+  // DeepSpeed's default sub_group_size (10^9) makes a shard one sub-group: one buffer, not four.
+  CHECK(OptimizerSwapper::buffersUsed(5'000'000, 1'000'000'000, 4) == 1);
+  CHECK(OptimizerSwapper::buffersUsed(5'000'000, 2'000'000, 4) == 3);  // groups of 2'000'896
+  CHECK(OptimizerSwapper::buffersUsed(5'000'000, 1'000'000, 4) == 4);
+  CHECK(OptimizerSwapper::buffersUsed(4096, 1024, 4) == 4);
+  CHECK(OptimizerSwapper::buffersUsed(4097, 1024, 4) == 4);
+  CHECK(OptimizerSwapper::buffersUsed(3000, 1024, 8) == 3);
+  CHECK(OptimizerSwapper::buffersUsed(1, 1, 0) == 1);  // the swapper refuses 0; the size stays sane
+}
+
 TEST_CASE("every sub-group is updated once per pass and holds what the last pass wrote") {
   for (EngineKind engine : {EngineKind::Auto, EngineKind::ThreadPool}) {
     for (int buffers : {1, 2, 4}) {

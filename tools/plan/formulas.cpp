@@ -269,12 +269,13 @@ PlanLedger bufferBytes(const BufferInputs& in) {
   if (in.offloadOptimizer == OffloadDevice::Nvme) {
     const OptimizerStateSpec& o = in.placement.optimizer;
     const std::uint64_t states = (o.masterWeights ? 1 : 0) + static_cast<std::uint64_t>(o.moments);
-    const std::uint64_t group =
-        OptimizerSwapper::subGroupElements(pd.trainableShard, std::max<std::uint64_t>(1, nonNegative(in.zero.sub_group_size)));
+    const std::uint64_t subGroupSize = std::max<std::uint64_t>(1, nonNegative(in.zero.sub_group_size));
+    const std::uint64_t group = OptimizerSwapper::subGroupElements(pd.trainableShard, subGroupSize);
     const std::uint64_t buffer = checkedProduct({group, 4, states}, "an optimizer swap buffer (sub-group · 4 · states)");
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost,
-          offload::pinnedPoolBytes(static_cast<std::size_t>(std::max(1, in.zero.offload_optimizer.buffer_count)),
-                                   static_cast<std::size_t>(buffer), static_cast<std::size_t>(in.hugePageBytes)));
+          offload::pinnedPoolBytes(
+              OptimizerSwapper::buffersUsed(pd.trainableShard, subGroupSize, in.zero.offload_optimizer.buffer_count),
+              static_cast<std::size_t>(buffer), static_cast<std::size_t>(in.hugePageBytes)));
   }
   if (in.offloadParam == OffloadDevice::Nvme && in.stage == 3)
     l.add(Purpose::SwapBuffers, MemPlace::PinnedHost, parameterStagingBytes(in, p));

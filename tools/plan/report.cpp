@@ -460,8 +460,8 @@ void explainBuffers(std::ostream& o, const Plan& plan, const Evaluation& e) {
     o << line("gathered params", f, l.get(Purpose::GatheredParams, MemPlace::Device), "device");
   }
   if (s.offloadOptimizer == OffloadDevice::Nvme) {
-    o << "  " << pad("optimizer swap", 20, true) << "pool of buffer_count " << z.offload_optimizer.buffer_count
-      << " · sub-group (min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
+    o << "  " << pad("optimizer swap", 20, true) << "pool of min(buffer_count " << z.offload_optimizer.buffer_count
+      << ", sub-groups) · sub-group (min(sub_group_size " << z.sub_group_size << ", Ψ'/N' " << pd.trainableShard
       << ") to 1024)·4·" << (e.placement.optimizer.masterWeights ? 1 : 0) + e.placement.optimizer.moments
       << " states, 4K-rounded"
       << (hw.pinnedHugePageBytes ? detail::cat(", padded to ", hw.pinnedHugePageBytes, "-byte huge pages") : "")
