@@ -172,12 +172,18 @@ HostDevice::HostDevice(MemoryLedger& ledger, std::uint64_t capacityBytes)
 std::unique_ptr<Stream> HostDevice::createStream() { return std::make_unique<HostStream>(); }
 std::unique_ptr<Event> HostDevice::createEvent() { return std::make_unique<HostEvent>(); }
 
+// A zero-byte copy or memset may come with null pointers (an empty allocation has none), which
+// memcpy and memset must not be given even for zero bytes (UBSan's nonnull check).
 void HostDevice::copyAsync(void* dst, const void* src, std::size_t bytes, Stream& stream) {
-  hostStream(stream).enqueue([=] { std::memcpy(dst, src, bytes); });
+  hostStream(stream).enqueue([=] {
+    if (bytes) std::memcpy(dst, src, bytes);
+  });
 }
 
 void HostDevice::memsetAsync(void* dst, int value, std::size_t bytes, Stream& stream) {
-  hostStream(stream).enqueue([=] { std::memset(dst, value, bytes); });
+  hostStream(stream).enqueue([=] {
+    if (bytes) std::memset(dst, value, bytes);
+  });
 }
 
 void HostDevice::hostCallback(Stream& stream, std::function<void()> fn) {
