@@ -45,28 +45,14 @@ void Engine::Impl::validate() {
   if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.offload_optimizer.nvme_path.empty())
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
               ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");
-  if (device.kind() != DeviceKind::Host)
-    ZRT_THROW(InvalidArgument, "engine: device ", device.name(),
-              " is not supported yet; the engine's step runs on the host device");
-  // The strict host device faults on any host access to device memory: only the set-ups whose
-  // step runs as kernels, copies and staged collectives are accepted on it.
-  if (!device.hostReadsDeviceMemory()) {
-    std::string unclean;
-    // NVMe optimizer offload and parameter offload need stage 3 (the config says so), so the
-    // stage names them too.
-    const OffloadDevice offOpt = zero.offload_optimizer.device;
-    if (stage == 3)
-      unclean = "zero_optimization.stage 3 (the parameter coordinator and its offload)";
-    else if (config.optimizer.type == OptimizerType::SGD && offOpt == OffloadDevice::None)
-      unclean =
-          "optimizer SGD on the device (it has no device kernel; offload_optimizer cpu runs it)";
-    if (!unclean.empty())
-      ZRT_THROW(InvalidArgument, "engine: ", unclean, " on device ", device.name(),
-                " is not supported yet: that part of the step still touches device memory from "
-                "the host (issue 30). On this device the engine runs stages 0, 1 and 2, with "
-                "Adam or AdamW on the device or any optimizer under offload_optimizer cpu; use "
-                "device host for the rest");
-  }
+  // A device whose memory the host cannot touch (host-strict, cuda) runs the step as kernels,
+  // copies and staged collectives: SGD has no device kernel, so only the CPU's
+  // (offload_optimizer) runs it there.
+  if (!device.hostReadsDeviceMemory() && config.optimizer.type == OptimizerType::SGD &&
+      zero.offload_optimizer.device == OffloadDevice::None)
+    ZRT_THROW(InvalidArgument, "engine: optimizer SGD on device ", device.name(),
+              " is not supported yet: it has no device kernel (issue 30); use offload_optimizer "
+              "cpu, which runs it on the host, or Adam/AdamW, or device host");
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
   dtype = trainingPrecision(config);
@@ -223,6 +209,7 @@ void Engine::Impl::connect() {
   if (staged) {
     parts.device = &device;
     stagedComm = std::make_unique<comm::StagedCommunicator>(device, comm);
+    parts.comm = stagedComm.get();  // stage 3's value() gathers from the device shard
   }
   comm::Communicator& bucketComm = staged ? *stagedComm : comm;
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
@@ -237,6 +224,9 @@ void Engine::Impl::connect() {
     gradients->connect(std::make_unique<comm::GradientBucketer>(bucketComm, numels, o));
     if (stage == 3) {
       gatherLane = comm.duplicate();
+      if (staged) {
+        stagedLane = std::make_unique<comm::StagedCommunicator>(device, gatherLane ? *gatherLane : comm);
+      }
     } else if (stage >= 1 && world > 1) {
       const std::size_t whole = states->trainableLayout().numel;
       // Its own lane where the backend has one, so a gather never queues behind a reduction.
@@ -271,7 +261,7 @@ void Engine::Impl::connect() {
     o.stagingBufferElements = static_cast<std::uint64_t>(std::max<std::int64_t>(1, offParam.buffer_size));
     parameters = partitionedParameters(
         parts, std::make_unique<ParamCoordinator>(
-                   device, gatherLane ? *gatherLane : comm, layout.moduleRanges,
+                   device, stagedLane ? *stagedLane : gatherLane ? *gatherLane : comm, layout.moduleRanges,
                    ShardSource{states->parameters().data(), states->trainableLayout().shard.count, trainableStore.get()},
                    ShardSource{states->frozenParameters().data(), states->frozenLayout().shard.count, frozenStore.get()},
                    o));

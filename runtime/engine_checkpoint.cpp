@@ -12,19 +12,44 @@
 namespace zrt {
 
 struct CheckpointAccess {
-  // offload_param nvme: the shards, read into memory for one save or load.
+  // offload_param nvme: the shards, read into memory for one save or load. Where the host cannot
+  // touch device memory (host-strict, a GPU): each device-resident state, copied down through the
+  // engine's kernel stream (in order after the step's kernels) for one save or load.
   struct ParamCopies {
     std::vector<char> shards[2];
+    struct Down {
+      void* device = nullptr;
+      std::vector<char> host;
+    };
+    std::vector<Down> down;
   };
+
+  // Copies every model state placed in device memory down into `copies` and points the view at
+  // the copies; a load's parametersChanged copies them back up.
+  static void copyDeviceStatesDown(Engine::Impl& e, checkpoint::EngineView& v, ParamCopies& copies) {
+    const ModelStates& s = *e.states;
+    std::vector<const StateBuffer*> buffers = {&s.parameters(), &s.frozenParameters(), &s.masterWeights()};
+    for (const StateBuffer& m : s.moments()) buffers.push_back(&m);
+    for (const StateBuffer* b : buffers) {
+      if (!b->data() || b->place() != MemPlace::Device || b->bytes() == 0) continue;
+      ParamCopies::Down& d = copies.down.emplace_back();
+      d.device = b->data();
+      d.host.resize(b->bytes());
+      e.device.copyAsync(d.host.data(), d.device, d.host.size(), *e.kernelStream);
+    }
+    e.kernelStream->synchronize();
+    for (ParamCopies::Down& d : copies.down) v.hostCopies[d.device] = d.host.data();
+  }
+
+  static void copyDeviceStatesUp(Engine::Impl& e, ParamCopies& copies) {
+    if (copies.down.empty()) return;
+    for (ParamCopies::Down& d : copies.down)
+      e.device.copyAsync(d.device, d.host.data(), d.host.size(), *e.kernelStream);
+    e.kernelStream->synchronize();
+  }
 
   static checkpoint::EngineView view(Engine& engine, ParamCopies& copies) {
     Engine::Impl& e = *engine.impl_;
-    // Every rank has the same device, so every rank refuses alike: no one waits in a collective.
-    if (!e.device.hostReadsDeviceMemory())
-      ZRT_THROW(
-          InvalidArgument, "engine: checkpoints (save, load, loadWeights) on device ",
-          e.device.name(),
-          " are not supported yet: they read and write the model states from the host (issue 30)");
     checkpoint::EngineView v;
     ParamShardStore* stores[2] = {e.trainableStore.get(), e.frozenStore.get()};
     if (stores[0]) {
@@ -56,8 +81,11 @@ struct CheckpointAccess {
     v.micro = e.micro;
     v.accumulation = e.accumulation;
     v.inMicro = e.inMicro;
-    if (e.parameters->keepsGatheredCopies())
+    if (!e.device.hostReadsDeviceMemory()) copyDeviceStatesDown(e, v, copies);
+    if (e.parameters->keepsGatheredCopies() || !copies.down.empty())
       v.parametersChanged = [&e, &copies] {
+        copyDeviceStatesUp(e, copies);
+        if (!e.parameters->keepsGatheredCopies()) return;
         if (e.trainableStore) {
           e.trainableStore->writeAll(copies.shards[0].data());
           e.frozenStore->writeAll(copies.shards[1].data());

@@ -203,6 +203,11 @@ class PyEngine {
     try {
       config_ = parseConfig(configText, source, comm_->size());
       device_ = makeDevice(deviceSpec(config_), ledger_);
+      // The package hands torch the Engine's parameters and gradients as host memory.
+      if (!device_->hostReadsDeviceMemory())
+        ZRT_THROW(InvalidArgument, "zrt: zrt.device ", device_->name(), " in ", config_.source,
+                  ": the Python package hands torch the engine's memory directly, so it runs on "
+                  "device host only for now (the C++ Engine takes this device; issue 30)");
       local.emplace(localModelOf(modules));
     } catch (...) {
       failure = std::current_exception();

@@ -44,13 +44,20 @@ struct LocalState {
   std::uint64_t holdCount = 0;
 };
 
+// Where the host reads and writes state buffer b: its memory, or its host copy where the host
+// cannot touch device memory.
+char* hostData(const EngineView& v, const StateBuffer& b) {
+  const auto copy = v.hostCopies.find(b.data());
+  return copy != v.hostCopies.end() ? copy->second : static_cast<char*>(b.data());
+}
+
 std::vector<LocalState> localStates(const EngineView& v) {
   const ModelStates& s = *v.states;
   const FlatLayout& t = s.trainableLayout();
   const FlatLayout& f = s.frozenLayout();
   std::vector<LocalState> out;
   auto params = [&](const char* name, bool trainable, const StateBuffer& b, const FlatLayout& l) {
-    char* data = v.paramShards[trainable ? 0 : 1] ? v.paramShards[trainable ? 0 : 1] : static_cast<char*>(b.data());
+    char* data = v.paramShards[trainable ? 0 : 1] ? v.paramShards[trainable ? 0 : 1] : hostData(v, b);
     LocalState x{name, trainable, v.dtype, data, nullptr, l.numel, 0, l.numel};
     if (v.stage >= 3) {
       x.holdBegin = l.shard.begin;
@@ -62,7 +69,7 @@ std::vector<LocalState> localStates(const EngineView& v) {
   params("frozen_params", false, s.frozenParameters(), f);
   // Master weights and moments are always the layout's shard (all of it at stage 0).
   auto shard = [&](const std::string& name, const StateBuffer& b) {
-    out.push_back({name, true, DType::F32, static_cast<char*>(b.data()), b.swapFile(), t.numel, t.shard.begin,
+    out.push_back({name, true, DType::F32, hostData(v, b), b.swapFile(), t.numel, t.shard.begin,
                    t.shard.valid});
   };
   if (s.masterWeights()) shard("master", s.masterWeights());

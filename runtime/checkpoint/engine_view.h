@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct EngineView {
   // or load, in place of states->parameters()/frozenParameters(), which are then swap files; a
   // load writes them back in parametersChanged.
   char* paramShards[2] = {nullptr, nullptr};
+  // Device memory the host cannot touch (host-strict, a GPU): each such state's host copy for
+  // this save or load, by the state's device address; the checkpoint code reads and writes the
+  // copy, and a load's parametersChanged copies it back up.
+  std::map<const void*, char*> hostCopies;
   std::string optimizer;                 // "adam", "adamw", "sgd"
   std::vector<std::string> momentNames;  // one per states->moments()
   LossScaler* scaler = nullptr;
@@ -51,8 +56,8 @@ struct EngineView {
   int micro = 0;  // micro-steps done in the current step
   int accumulation = 1;
   bool inMicro = false;
-  // Called (collectively) after the parameter shards were overwritten: stage 3 drops its
-  // gathered copies.
+  // Called (collectively) after the model states were overwritten: device states are copied
+  // back up from hostCopies, and stage 3 drops its gathered copies.
   std::function<void()> parametersChanged;
 };
 

@@ -286,17 +286,7 @@ TEST_CASE("a config the engine cannot run is refused on every rank before anythi
       [&] { Engine e(parseConfig(config(1, R"("bf16": {"enabled": true},)", world), "d.json", world), *device, comm, model); });
   CAPTURE(dt);
   CHECK(dt.find("'layer2/weight' is registered as fp16 but d.json trains in bf16") != std::string::npos);
-  // The strict host device (device memory the host cannot touch) takes stages 0-2, with
-  // offload_optimizer cpu too (runtime_engine_strict_test); stage 3 is not device-clean yet and
-  // is refused by name.
-  auto strict = makeDevice("host-strict:64M", ledger);
-  const std::string st = test::messageOf([&] {
-    Engine e(parseConfig(config(3, "", world), "s.json", world), *strict, comm, test::testModel());
-  });
-  CAPTURE(st);
-  CHECK(st.find("engine: zero_optimization.stage 3 (the parameter coordinator and its offload) "
-                "on device host-strict:0 is not supported yet") != std::string::npos);
-  CHECK(st.find("issue 30") != std::string::npos);
+  // The strict host device's one refusal (SGD without offload) is runtime_engine_strict_test's.
 }
 
 TEST_CASE("registrations that differ name the first differing parameter and the ranks") {

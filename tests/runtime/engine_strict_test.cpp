@@ -1,16 +1,23 @@
 // The Engine on the strict host device (device memory the host cannot touch, every stream task
 // delayed by ZRT_STRICT_STREAM_DELAY_US) ends bit-identical to the same run on `host`: stages 0,
-// 1 and 2, fp32, fp16 and bf16, with and without gradient accumulation, Adam and AdamW, with
-// gradient clipping that bites and, in fp16, an overflowing step that is skipped; and the same
-// at stages 1 and 2 with offload_optimizer cpu (gradients down to pinned memory, the CPU's
-// optimizer there, Adam or SGD, the update copied back up). The model reads
-// its parameters and writes its gradients only through the device's copies (TrainHooks::device),
-// so a host access anywhere in the step would kill the run with the tag and offset. The set-ups
-// that are not device-clean yet are refused by name.
+// 1, 2 and 3, fp32, fp16 and bf16, with and without gradient accumulation, Adam and AdamW, with
+// gradient clipping that bites and, in fp16, an overflowing step that is skipped; at stages 1
+// and 2 with offload_optimizer cpu (gradients down to pinned memory, the CPU's optimizer there,
+// Adam or SGD, the update copied back up); at stage 3 with every module gathered, released and
+// gathered again through the staged lane, and with the optimizer (cpu, nvme) and the parameters
+// (cpu, nvme) offloaded. Checkpoints saved on either device resume on the other, and reshard to
+// one rank, bit for bit. The model reads its parameters and writes its gradients only through
+// the device's copies (TrainHooks::device), so a host access anywhere in the step would kill the
+// run with the tag and offset. SGD without offload (no device kernel) is refused by name.
+// Registered again under the cuda label (runtime_engine_cuda_test_np2/np4, ZRT_TEST_DEVICE=cuda:0):
+// the same matrix on a GPU against host, skipped where no CUDA device answers.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -24,6 +31,7 @@
 #include "core/memory_ledger.h"
 #include "core/strict_device.h"
 #include "runtime/engine.h"
+#include "tests/runtime/checkpoint_test_support.h"
 #include "tests/runtime/engine_test_model.h"
 #include "tests/support/mpi_test.h"
 
@@ -99,6 +107,46 @@ bool sameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
   return true;
 }
 
+// The device under test: host-strict, or a GPU where the program is registered under the cuda
+// label (ZRT_TEST_DEVICE=cuda:0; its main skips the program where no CUDA device answers).
+std::string deviceUnderTest() {
+  const char* d = std::getenv("ZRT_TEST_DEVICE");
+  return d && *d ? d : "host-strict:64M";
+}
+
+// Persistence off and a small pool of live parameters: every module is gathered, released,
+// prefetched and gathered again for its backward through the coordinator.
+const std::string kStage3 =
+    R"(, "stage3_param_persistence_threshold": 0, "stage3_max_live_parameters": 160)";
+
+// A scratch directory of this rank's for swap files (removed by the caller).
+std::string rankScratch(int rank) {
+  std::string t = detail::cat(std::filesystem::temp_directory_path().string(), "/zrt-strict-test-rank", rank,
+                              "-XXXXXX");
+  REQUIRE(::mkdtemp(t.data()) != nullptr);
+  return t;
+}
+
+std::string optimizerNvme(const std::string& dir) {
+  return detail::cat(R"(, "offload_optimizer": {"device": "nvme", "nvme_path": [")", dir,
+                     R"("], "buffer_count": 2})");
+}
+
+std::string parametersNvme(const std::string& dir) {
+  return detail::cat(R"(, "offload_param": {"device": "nvme", "nvme_path": [")", dir,
+                     R"("], "buffer_count": 2, "max_in_cpu": 0})");
+}
+
+// Trains steps [first, first + steps) of an engine built by the caller.
+std::vector<std::vector<float>> trainSteps(Engine& engine, Device& device, comm::Communicator& comm,
+                                           int first, int steps) {
+  test::TrainHooks hooks;
+  hooks.firstStep = first;
+  if (!device.hostReadsDeviceMemory()) hooks.device = &device;
+  test::train(engine, comm, steps, kMicro, hooks);
+  return test::trainedValues(engine);
+}
+
 }  // namespace
 
 TEST_CASE("stages 0-2 on host-strict with delayed streams end bit-identical to host") {
@@ -113,7 +161,7 @@ TEST_CASE("stages 0-2 on host-strict with delayed streams end bit-identical to h
         CAPTURE(nameOf(dtype));
         CAPTURE(accum);
         const Run host = trainOn("host:64M", comm, stage, accum, dtype, adamW);
-        const Run strict = trainOn("host-strict:64M", comm, stage, accum, dtype, adamW);
+        const Run strict = trainOn(deviceUnderTest(), comm, stage, accum, dtype, adamW);
         CHECK(sameBits(host.values, strict.values));
         REQUIRE(host.reports.size() == strict.reports.size());
         for (std::size_t s = 0; s < host.reports.size(); ++s) {
@@ -147,7 +195,7 @@ TEST_CASE("offload_optimizer cpu at stages 1 and 2 on host-strict ends bit-ident
           const std::string opt = sgd ? kSgd : "";
           const Run host = trainOn("host:64M", comm, stage, accum, dtype, true, kOffloadCpu, opt);
           const Run strict =
-              trainOn("host-strict:64M", comm, stage, accum, dtype, true, kOffloadCpu, opt);
+              trainOn(deviceUnderTest(), comm, stage, accum, dtype, true, kOffloadCpu, opt);
           CHECK(sameBits(host.values, strict.values));
           REQUIRE(host.reports.size() == strict.reports.size());
           for (std::size_t s = 0; s < host.reports.size(); ++s) {
@@ -162,37 +210,128 @@ TEST_CASE("offload_optimizer cpu at stages 1 and 2 on host-strict ends bit-ident
   CHECK(compared == 18);
 }
 
-TEST_CASE("set-ups not device-clean yet are refused on host-strict, naming what") {
+TEST_CASE("stage 3 on host-strict, with every offload, ends bit-identical to host") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "50", 1);
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::string dir = rankScratch(comm.rank());
+  const std::string s3 = kStage3;
+  const std::string optNvme = optimizerNvme(dir);
+  const std::string paramCpu = R"(, "offload_param": {"device": "cpu", "pin_memory": true})";
+  const std::string paramNvme = parametersNvme(dir);
+  struct Variant {
+    const char* name;
+    std::string zero;
+  };
+  const Variant variants[] = {{"on the device", s3},
+                              {"offload_optimizer cpu", s3 + kOffloadCpu},
+                              {"offload_optimizer nvme", s3 + optNvme},
+                              {"offload_param cpu, optimizer cpu", s3 + paramCpu + kOffloadCpu},
+                              {"offload_param nvme, optimizer nvme", s3 + paramNvme + optNvme}};
+  int compared = 0;
+  for (const Variant& v : variants)
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+      for (int accum : {1, 2}) {
+        // The offloaded variants once per dtype, accumulating; all of them on the device.
+        if (v.zero != s3 && accum == 1) continue;
+        CAPTURE(v.name);
+        CAPTURE(nameOf(dtype));
+        CAPTURE(accum);
+        const Run host = trainOn("host:64M", comm, 3, accum, dtype, true, v.zero);
+        const Run strict = trainOn(deviceUnderTest(), comm, 3, accum, dtype, true, v.zero);
+        CHECK(sameBits(host.values, strict.values));
+        REQUIRE(host.reports.size() == strict.reports.size());
+        for (std::size_t s = 0; s < host.reports.size(); ++s) {
+          CAPTURE(s);
+          CHECK(host.reports[s].taken == strict.reports[s].taken);
+          CHECK(std::memcmp(&host.reports[s].gradNorm, &strict.reports[s].gradNorm,
+                            sizeof(double)) == 0);
+          CHECK(host.reports[s].lossScale == strict.reports[s].lossScale);
+        }
+        CHECK(host.reports[1].taken == (dtype != DType::F16));
+        ++compared;
+      }
+  CHECK(compared == 18);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoints on host-strict: save, load and reshard end bit-identical to host") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "50", 1);
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  const int world = comm.size();
+  const std::string scratch = rankScratch(comm.rank());
+  struct Setup {
+    int stage;
+    DType dtype;
+    int accum;
+    std::string zero;
+  };
+  const Setup setups[] = {{0, DType::F32, 1, ""},
+                          {1, DType::BF16, 2, ""},
+                          {2, DType::F16, 1, kOffloadCpu},
+                          {3, DType::BF16, 2, kStage3},
+                          {3, DType::F32, 1, kStage3 + parametersNvme(scratch) + optimizerNvme(scratch)}};
+  int compared = 0;
+  for (const Setup& u : setups) {
+    CAPTURE(u.stage);
+    CAPTURE(nameOf(u.dtype));
+    CAPTURE(u.zero);
+    const test::SharedTempDir ckpt;
+    auto config = [&](int ranks) {
+      return parseConfig(configText(u.stage, u.accum, ranks, u.dtype, true, u.zero), "ckpt", ranks);
+    };
+    MemoryLedger hostLedger, strictLedger;
+    auto host = makeDevice("host:64M", hostLedger);
+    auto strict = makeDevice(deviceUnderTest(), strictLedger);
+    // The reference: 2 steps on host, saved, 2 more.
+    std::vector<std::vector<float>> atSave, atEnd;
+    {
+      Engine e(config(world), *host, comm, test::testModel(0.02));
+      atSave = trainSteps(e, *host, comm, 0, 2);
+      e.save(ckpt.path(), "host");
+      atEnd = trainSteps(e, *host, comm, 2, 2);
+    }
+    {  // The same on host-strict, saved.
+      Engine e(config(world), *strict, comm, test::testModel(0.02));
+      CHECK(sameBits(trainSteps(e, *strict, comm, 0, 2), atSave));
+      e.save(ckpt.path(), "strict");
+    }
+    {  // host-strict resumes host's checkpoint...
+      Engine e(config(world), *strict, comm, test::testModel(0.02));
+      e.load(ckpt.path(), "host");
+      CHECK(sameBits(trainSteps(e, *strict, comm, 2, 2), atEnd));
+    }
+    {  // ...and host resumes host-strict's.
+      Engine e(config(world), *host, comm, test::testModel(0.02));
+      e.load(ckpt.path(), "strict");
+      CHECK(sameBits(trainSteps(e, *host, comm, 2, 2), atEnd));
+    }
+    // Resharded: one rank on host-strict loads the 2 ranks' checkpoint and holds their values.
+    test::SubWorld one(1);
+    if (comm::Communicator* c = one.get()) {
+      Engine e(config(1), *strict, *c, test::testModel(0.02));
+      e.load(ckpt.path(), "strict");
+      CHECK(sameBits(test::trainedValues(e), atSave));
+    }
+    ++compared;
+  }
+  CHECK(compared == 5);
+  std::filesystem::remove_all(scratch);
+}
+
+TEST_CASE("SGD without offload is refused on host-strict, naming what runs instead") {
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   const int world = comm.size();
   MemoryLedger ledger;
-  auto strict = makeDevice("host-strict:64M", ledger);
+  auto strict = makeDevice(deviceUnderTest(), ledger);
   auto refusal = [&](int stage, const std::string& zeroExtra, const std::string& optimizer = "") {
     const std::string text =
         withOptimizer(configText(stage, 1, world, DType::F32, false, zeroExtra), optimizer);
     return test::messageOf(
         [&] { Engine e(parseConfig(text, "s.json", world), *strict, comm, test::testModel()); });
   };
-  const std::string tail =
-      " on device host-strict:0 is not supported yet: that part of the step "
-      "still touches device memory from the host (issue 30)";
-  const std::string s3 = refusal(3, "");
-  CAPTURE(s3);
-  CHECK(s3.find("zero_optimization.stage 3 (the parameter coordinator and its offload)" + tail) !=
-        std::string::npos);
   const std::string sgd = refusal(2, "", kSgd);
   CAPTURE(sgd);
-  CHECK(sgd.find("optimizer SGD on the device (it has no device kernel; offload_optimizer cpu "
-                 "runs it)" +
-                 tail) != std::string::npos);
-  CHECK(sgd.find("use device host for the rest") != std::string::npos);
-  // Checkpoints read the model states from the host: refused on every rank alike, before any
-  // file is written.
-  Engine engine(parseConfig(configText(1, 1, world, DType::F32, false), "s.json", world), *strict,
-                comm, test::testModel());
-  const std::string save =
-      test::messageOf([&] { engine.save("/nonexistent/zrt-strict-test", "t"); });
-  CAPTURE(save);
-  CHECK(save.find("engine: checkpoints (save, load, loadWeights) on device host-strict:0 are not "
-                  "supported yet") != std::string::npos);
+  CHECK(sgd.find("engine: optimizer SGD on device " + strict->name() +
+                 " is not supported yet: it has no device kernel (issue 30); use "
+                 "offload_optimizer cpu") != std::string::npos);
 }

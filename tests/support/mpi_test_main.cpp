@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,8 @@
 
 #include "comm/mpi_env.h"
 #include "comm/mpi_check.h"
+#include "core/build_config.h"
+#include "core/device.h"
 #include "tests/support/mpi_test.h"
 
 namespace zrt::test {
@@ -38,6 +41,15 @@ bool allRanks(bool ok) {
 }  // namespace zrt::test
 
 int main(int argc, char** argv) {
+  // A program registered for the GPU (ZRT_TEST_DEVICE=cuda..., label cuda) is skipped, before
+  // MPI starts, where no CUDA device answers: every rank decides alike and exits 77.
+  if (const char* d = std::getenv("ZRT_TEST_DEVICE"); d && std::string(d).rfind("cuda", 0) == 0 &&
+                                                       !zrt::cudaDeviceAvailable()) {
+    std::printf("skipped: ZRT_TEST_DEVICE=%s and %s\n", d,
+                ZRT_HAVE_CUDA ? "no CUDA device answers on this machine"
+                              : "this build has no CUDA (ZRT_CUDA=OFF)");
+    return 77;
+  }
   zrt::comm::MpiEnvironment env(&argc, &argv);
   zrt::test::g_rank = env.rank();
   zrt::test::g_size = env.size();

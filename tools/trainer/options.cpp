@@ -134,12 +134,12 @@ std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
   if (spec.rfind("cuda", 0) == 0)
     ZRT_THROW(InvalidArgument, "--device cuda", o.device.empty() ? " (from the config's zrt.device)" : "",
               ": not available yet (the model's CUDA path comes with the GPU issue); use --device host");
-  // The strict host device faults on any host access to device memory, and the model and the
-  // Engine still read and write device memory from the host.
+  // The strict host device faults on any host access to device memory; the Engine keeps off it,
+  // but the model's forward and backward still read and write it from the host.
   if (spec.rfind("host-strict", 0) == 0)
     ZRT_THROW(InvalidArgument, "--device host-strict", o.device.empty() ? " (from the config's zrt.device)" : "",
-              ": not available yet: the Engine touches device memory from the host at every ZeRO stage "
-              "(and the model's forward and backward read it directly); a device-clean Engine is issue 30. "
+              ": not available yet: the model's forward and backward read and write device memory from "
+              "the host (the Engine itself runs on host-strict; the model's device path is issue 30). "
               "Use --device host");
   return spec;
 }
