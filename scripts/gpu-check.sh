@@ -4,7 +4,10 @@
 #   bash scripts/gpu-check.sh [OUT_DIR]
 # 1. builds with CUDA (ZRT_CUDA=ON, Hopper sm_90) in build-gpu;
 # 2. runs the GPU tests (ctest label `cuda`: the cuda Device, the CUDA Adam kernel against the
-#    CPU result, NCCL), which skip on a machine without a GPU but must pass here;
+#    CPU result, NCCL, and the Engine's matrix of runtime_engine_strict_test on `cuda:0`, 2 and 4
+#    ranks sharing the GPU through the MPI backend's pinned staging, stages 0-3 with every
+#    offload and checkpoints, bit-identical to host), which skip on a machine without a GPU but
+#    must pass here;
 # 3. runs the rest of the suite on the host device, to show the CUDA build changes nothing else;
 # 4. prints the device and driver, and the benchmarks that exist today on the host device
 #    (zrt-optim-bench, zrt-io against fio) for the record beside the GPU figures.

@@ -107,6 +107,19 @@ bool sameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
   return true;
 }
 
+// The device's run equals host's: the values, and each step's report (taken or skipped, the
+// gradient norm's bits, the loss scale).
+void checkSameRun(const Run& host, const Run& device) {
+  CHECK(sameBits(host.values, device.values));
+  REQUIRE(host.reports.size() == device.reports.size());
+  for (std::size_t s = 0; s < host.reports.size(); ++s) {
+    CAPTURE(s);
+    CHECK(host.reports[s].taken == device.reports[s].taken);
+    CHECK(std::memcmp(&host.reports[s].gradNorm, &device.reports[s].gradNorm, sizeof(double)) == 0);
+    CHECK(host.reports[s].lossScale == device.reports[s].lossScale);
+  }
+}
+
 // The device under test: host-strict, or a GPU where the program is registered under the cuda
 // label (ZRT_TEST_DEVICE=cuda:0; its main skips the program where no CUDA device answers).
 std::string deviceUnderTest() {
@@ -162,15 +175,7 @@ TEST_CASE("stages 0-2 on host-strict with delayed streams end bit-identical to h
         CAPTURE(accum);
         const Run host = trainOn("host:64M", comm, stage, accum, dtype, adamW);
         const Run strict = trainOn(deviceUnderTest(), comm, stage, accum, dtype, adamW);
-        CHECK(sameBits(host.values, strict.values));
-        REQUIRE(host.reports.size() == strict.reports.size());
-        for (std::size_t s = 0; s < host.reports.size(); ++s) {
-          CAPTURE(s);
-          CHECK(host.reports[s].taken == strict.reports[s].taken);
-          CHECK(std::memcmp(&host.reports[s].gradNorm, &strict.reports[s].gradNorm,
-                            sizeof(double)) == 0);
-          CHECK(host.reports[s].lossScale == strict.reports[s].lossScale);
-        }
+        checkSameRun(host, strict);
         // The run did something: clipping bites (the norm is over 0.05), fp16 skipped step 1.
         CHECK(host.reports[0].gradNorm > 0.05);
         CHECK(host.reports[1].taken == (dtype != DType::F16));
@@ -196,14 +201,7 @@ TEST_CASE("offload_optimizer cpu at stages 1 and 2 on host-strict ends bit-ident
           const Run host = trainOn("host:64M", comm, stage, accum, dtype, true, kOffloadCpu, opt);
           const Run strict =
               trainOn(deviceUnderTest(), comm, stage, accum, dtype, true, kOffloadCpu, opt);
-          CHECK(sameBits(host.values, strict.values));
-          REQUIRE(host.reports.size() == strict.reports.size());
-          for (std::size_t s = 0; s < host.reports.size(); ++s) {
-            CAPTURE(s);
-            CHECK(host.reports[s].taken == strict.reports[s].taken);
-            CHECK(std::memcmp(&host.reports[s].gradNorm, &strict.reports[s].gradNorm,
-                              sizeof(double)) == 0);
-          }
+          checkSameRun(host, strict);
           CHECK(host.reports[1].taken == (dtype != DType::F16));
           ++compared;
         }
@@ -238,15 +236,7 @@ TEST_CASE("stage 3 on host-strict, with every offload, ends bit-identical to hos
         CAPTURE(accum);
         const Run host = trainOn("host:64M", comm, 3, accum, dtype, true, v.zero);
         const Run strict = trainOn(deviceUnderTest(), comm, 3, accum, dtype, true, v.zero);
-        CHECK(sameBits(host.values, strict.values));
-        REQUIRE(host.reports.size() == strict.reports.size());
-        for (std::size_t s = 0; s < host.reports.size(); ++s) {
-          CAPTURE(s);
-          CHECK(host.reports[s].taken == strict.reports[s].taken);
-          CHECK(std::memcmp(&host.reports[s].gradNorm, &strict.reports[s].gradNorm,
-                            sizeof(double)) == 0);
-          CHECK(host.reports[s].lossScale == strict.reports[s].lossScale);
-        }
+        checkSameRun(host, strict);
         CHECK(host.reports[1].taken == (dtype != DType::F16));
         ++compared;
       }
