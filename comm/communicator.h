@@ -36,6 +36,8 @@ class Communicator {
   virtual int size() const = 0;
   // "mpi", "threads", "nccl", "staged(mpi)".
   virtual std::string backendName() const = 0;
+  // Whether operations take host memory (MPI, threads, staged); NCCL's take device memory only.
+  virtual bool takesHostMemory() const { return true; }
   // Queues `op` after everything posted before; throws InvalidArgument when it is malformed.
   virtual Work post(Collective op) = 0;
   virtual const CommStats& stats() const = 0;

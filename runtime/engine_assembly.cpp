@@ -45,6 +45,13 @@ void Engine::Impl::validate() {
   if (zero.offload_optimizer.device == OffloadDevice::Nvme && zero.offload_optimizer.nvme_path.empty())
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
               ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");
+  // The Engine's own agreements (set-up, overflow, step reports) are collectives over host
+  // memory, and its buckets stage device memory through pinned buffers for a host backend.
+  if (!comm.takesHostMemory())
+    ZRT_THROW(InvalidArgument, "engine: the communicator's backend ", comm.backendName(),
+              " takes device memory only; hand the Engine a host backend (MPI), whose collectives on "
+              "device memory go through pinned staging (NCCL inside the Engine is not wired yet, "
+              "issue 30)");
   // A device whose memory the host cannot touch (host-strict, cuda) runs the step as kernels,
   // copies and staged collectives: SGD has no device kernel, so only the CPU's
   // (offload_optimizer) runs it there.

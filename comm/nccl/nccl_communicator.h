@@ -45,6 +45,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backendName() const override { return "nccl"; }
+  bool takesHostMemory() const override { return false; }
   Work post(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }

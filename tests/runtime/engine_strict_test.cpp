@@ -308,6 +308,35 @@ TEST_CASE("checkpoints on host-strict: save, load and reshard end bit-identical 
   std::filesystem::remove_all(scratch);
 }
 
+// A backend that takes device memory only, as NCCL's, over the MPI one.
+class DeviceOnlyComm final : public comm::Communicator {
+ public:
+  explicit DeviceOnlyComm(comm::Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backendName() const override { return "device-only"; }
+  bool takesHostMemory() const override { return false; }
+  comm::Work post(comm::Collective op) override { return inner_.post(std::move(op)); }
+  const comm::CommStats& stats() const override { return inner_.stats(); }
+  comm::CommStats& stats() override { return inner_.stats(); }
+
+ private:
+  comm::Communicator& inner_;
+};
+
+TEST_CASE("a backend that takes device memory only is refused by name, before any collective") {
+  comm::MpiCommunicator mpi(MPI_COMM_WORLD);
+  DeviceOnlyComm comm(mpi);
+  MemoryLedger ledger;
+  auto device = makeDevice(deviceUnderTest(), ledger);
+  const std::string text = configText(1, 1, comm.size(), DType::F32, false);
+  const std::string msg = test::messageOf(
+      [&] { Engine e(parseConfig(text, "s.json", comm.size()), *device, comm, test::testModel()); });
+  CAPTURE(msg);
+  CHECK(msg.find("engine: the communicator's backend device-only takes device memory only; hand "
+                 "the Engine a host backend (MPI)") != std::string::npos);
+}
+
 TEST_CASE("SGD without offload is refused on host-strict, naming what runs instead") {
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
   const int world = comm.size();
