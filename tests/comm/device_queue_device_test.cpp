@@ -1,17 +1,22 @@
-// DeviceQueue on a real GPU: the CUDA averaging kernels give the CPU kernels' bits for every
-// dtype (sizes past one grid, so the grid-stride loop runs), and a stage-2 gradient bucketer on
-// the cuda device, through the staged communicator over ranks as threads, equals the same
-// bucketer on host memory bit for bit. Its main exits 77 (skipped) without a GPU.
+// DeviceQueue on a device whose memory the host cannot touch: the averaging kernels, launched
+// through Device::launch, give the CPU kernels' bits for every dtype (sizes past one CUDA grid,
+// so its grid-stride loop runs), and a stage 1/2 gradient bucketer on the device, through the
+// staged communicator over ranks as threads, equals the same bucketer on host memory bit for
+// bit: the bucketer never reads device memory from the host.
+// Built twice (tests/comm/CMakeLists.txt): on the strict host device, its streams' tasks
+// delayed, and with ZRT_TEST_DEVICE_SPEC "cuda:0" on a GPU, whose main exits 77 (skipped)
+// without one.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "comm/device_queue.h"
 #include "comm/gradient_bucketer.h"
-#include "core/element_arithmetic.h"
 #include "comm/staged_communicator.h"
 #include "comm/threads/thread_world.h"
+#include "core/element_arithmetic.h"
 #include "core/shard.h"
 #include "tests/comm/comm_test_util.h"
 
@@ -19,7 +24,13 @@ using namespace zrt;
 using namespace zrt::comm;
 using test::Buf;
 
+#ifndef ZRT_TEST_DEVICE_SPEC
+#define ZRT_TEST_DEVICE_SPEC "host-strict:256M"
+#endif
+
 namespace {
+
+constexpr const char* kDevice = ZRT_TEST_DEVICE_SPEC;
 
 Buf randomBuf(DType dt, std::size_t n, int seed) {
   Buf b(dt, n);
@@ -43,9 +54,10 @@ Buf download(Device& dev, Stream& s, const DeviceMemory& m, DType dt) {
 
 }  // namespace
 
-TEST_CASE("cuda averaging kernels: the CPU kernels' bits, every dtype") {
+TEST_CASE("device averaging kernels: the CPU kernels' bits, every dtype") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "100", 1);
   MemoryLedger ledger;
-  auto dev = makeDevice("cuda:0", ledger);
+  auto dev = makeDevice(kDevice, ledger);
   auto stream = dev->createStream();
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{4096 * 256 * 3 + 17}}) {
@@ -70,7 +82,8 @@ TEST_CASE("cuda averaging kernels: the CPU kernels' bits, every dtype") {
 }
 
 TEST_CASE(
-    "gradient bucketer on the cuda device through the staged communicator equals host memory") {
+    "gradient bucketer on the device through the staged communicator equals host memory") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "100", 1);
   const std::vector<std::size_t> numels = {7, 0, 96, 1, 40, 130, 3, 19};
   for (int world : {1, 2, 3}) {
     for (int stage : {1, 2}) {
@@ -110,7 +123,7 @@ TEST_CASE(
         }
         Buf got;
         MemoryLedger ledger;
-        auto dev = makeDevice("cuda:0", ledger);
+        auto dev = makeDevice(kDevice, ledger);
         auto stream = dev->createStream();
         DeviceMemory out = upload(*dev, *stream, Buf(o.dtype, outCount));
         {
