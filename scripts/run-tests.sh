@@ -4,7 +4,9 @@
 # there too (ZRT_SKIP_SANITIZE=1 skips that second pass); then the threaded parts under
 # ThreadSanitizer (ZRT_SKIP_TSAN=1 skips it) and a short run of each fuzz target
 # (ZRT_SKIP_FUZZ=1 skips it; ZRT_FUZZ_SECONDS, default 10, sets its length), each in a small
-# build of its own (docs/operations.md). Exits non-zero when any test fails.
+# build of its own (docs/operations.md). After the release suite, the zrt Python package is
+# installed with `pip install .` and tested there (scripts/check-pip-install.sh; ZRT_SKIP_PIP=1
+# skips it). Exits non-zero when any test fails.
 #
 # Skips: after each ctest the skipped tests are listed (with the reason each printed), and the
 # run fails when any test other than a GPU test (ctest label `cuda`, from zrt_add_test CUDA) was
@@ -121,6 +123,12 @@ phase "build: release (build)"
 bash scripts/build.sh build -DZRT_BUILD_PYTHON=ON
 phase "suite: release (build)"
 run_suite build
+
+# The zrt package installed as a user installs it, `pip install .`, and tested there.
+if [ "${ZRT_SKIP_PIP:-0}" != 1 ]; then
+  phase "python package: pip install . (build-pip)"
+  bash scripts/check-pip-install.sh
+fi
 
 # A compiler cache, where one is installed, for the extra build trees below. On a fresh machine
 # (CI) there is none and it would not help: no two builds here compile a file with the same flags.

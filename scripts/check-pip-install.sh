@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The zrt package as a user installs it (issue 31): `pip install .` from this clone into the
+# tests' virtual environment (scripts/install-deps.sh's .venv, which sees Debian's python3-torch),
+# then tests run against that installed package, not the build tree's build/python: CPUAdam and
+# AsyncIO alone, and 2-rank training at every ZeRO stage and offload setting against torch's
+# AdamW. scripts/run-tests.sh runs it after the release suite (ZRT_SKIP_PIP=1 skips it).
+#   bash scripts/check-pip-install.sh
+# The build is scikit-build-core's (pyproject.toml), in build-pip/, without build isolation: its
+# build requirements are the venv's, pinned in scripts/requirements-test.txt, so nothing is
+# fetched here. Exits non-zero on a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+py=${ZRT_VENV:-$root/.venv}/bin/python3
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
+            --config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+echo "check-pip-install: pip install . into $(dirname "$(dirname "$py")")"
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$py" -m pip install --quiet --disable-pip-version-check \
+  --no-deps --no-build-isolation . "${launcher[@]}"
+# Run from elsewhere, only the tests' folder on the path: `import zrt` must find the installed
+# package, and this says where it found it.
+tests=$root/tests/python
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+found=$(cd /tmp && "$py" -c 'import zrt, os; print(os.path.dirname(zrt.__file__))')
+if [ "$found" != "$site/zrt" ]; then
+  echo "check-pip-install: import zrt found $found, not the installed $site/zrt" >&2
+  exit 1
+fi
+echo "check-pip-install: import zrt finds $found"
+export OMP_NUM_THREADS=1 PYTHONPATH=$tests
+for t in cpu_adam_test async_io_test; do
+  echo "check-pip-install: $t against the installed package"
+  (cd /tmp && timeout 120 "$py" "$tests/$t.py" > /dev/null)
+done
+mpi=(mpiexec -np 2 --oversubscribe --bind-to none)
+[ "$(id -u)" != 0 ] || mpi+=(--allow-run-as-root)
+echo "check-pip-install: engine_equivalence_test (2 ranks, every stage and offload) against the installed package"
+(cd /tmp && timeout 120 "${mpi[@]}" "$py" "$tests/engine_equivalence_test.py" > /dev/null)
+echo "check-pip-install: ok"
