@@ -29,6 +29,8 @@ std::string_view nameOf(ElementwiseOp op) {
       return "sum of squares' reduction";
     case ElementwiseOp::AdamStep:
       return "Adam step";
+    case ElementwiseOp::SgdStep:
+      return "SGD step";
   }
   return "?";
 }
@@ -60,6 +62,11 @@ ElementwiseExtents extentsOf(const ElementwiseArgs& a) {
       break;
     case ElementwiseOp::AdamStep:
       e.out = a.out ? outBytes : 0, e.in = inBytes, e.state = a.count * sizeof(float);
+      e.states = 3;
+      break;
+    case ElementwiseOp::SgdStep:
+      e.out = a.out ? outBytes : 0, e.in = inBytes, e.state = a.count * sizeof(float);
+      e.states = a.sgd.momentumMode != 0 ? 2 : 1;
       break;
   }
   return e;
@@ -75,7 +82,8 @@ void checkElementwise(const ElementwiseArgs& a) {
   if (e.in && !a.in) missing("input");
   if (e.flag && !a.flag) missing("overflow flag");
   if (e.partials && !a.partials) missing("partial sums");
-  if (e.state && (!a.state[0] || !a.state[1] || !a.state[2])) missing("optimizer state");
+  for (int k = 0; e.state && k < e.states; ++k)
+    if (!a.state[k]) missing("optimizer state");
   if (a.op == ElementwiseOp::SumSquares && a.count != sumSquaresChunks(a.extent))
     ZRT_THROW(InvalidArgument, "element-wise sum of squares over ", a.extent, " elements needs ",
               sumSquaresChunks(a.extent), " chunks, not ", a.count);

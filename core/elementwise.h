@@ -8,7 +8,7 @@
 // store the same bits. Conversions round to nearest even as core/dtype.h.
 // The family: fills, casts, scaling and averaging, accumulation, the loss scale's unscale with
 // its overflow flag, the gradient norm's partial sums and their reduction, and the Adam/AdamW
-// step (the operation order of runtime/optim/kernel_args.h, which the runtime's CPU paths follow,
+// and SGD steps (the operation order of runtime/optim/kernel_args.h, which the runtime's CPU paths follow,
 // so a launch gives their bits).
 // Plain data and pure functions; thread-safe.
 #pragma once
@@ -55,6 +55,11 @@ enum class ElementwiseOp : int {
   // inType, with the coefficients `adam`; out, when given, receives the updated parameter in
   // outType. runtime/optim/kernel_args.h fixes the operations and their order.
   AdamStep,
+  // One SGD step of element i (PyTorch's: weight decay, momentum with dampening, Nesterov):
+  // param and, with momentum, its buffer (fp32) and the gradient `in` of inType, with the
+  // coefficients `sgd`; out, when given, receives the updated parameter in outType.
+  // runtime/optim/kernel_args.h fixes the operations and their order.
+  SgdStep,
 };
 std::string_view nameOf(ElementwiseOp op);
 
@@ -82,6 +87,20 @@ struct AdamStepCoeffs {
   std::int32_t mode = 0;
 };
 
+// An SGD step's float coefficients, computed once on the host (runtime/optim's
+// sgdCoefficients). momentumMode: 0 none, 1 the first step's (the buffer becomes the gradient),
+// 2 the update, as runtime/optim/kernel_args.h's SgdMomentum.
+struct SgdStepCoeffs {
+  float gradScale = 1;
+  float weightDecay = 0;
+  float momentum = 0;
+  float oneMinusDampening = 1;
+  float negLr = 0;
+  std::int32_t hasWeightDecay = 0;
+  std::int32_t momentumMode = 0;
+  std::int32_t nesterov = 0;
+};
+
 // One launch: `count` elements of `out` (and of `in`). in and out may be the same buffer only
 // when their types have the same size. Every pointer is device memory.
 struct ElementwiseArgs {
@@ -95,8 +114,10 @@ struct ElementwiseArgs {
   std::int32_t* flag = nullptr;  // Unscale
   double* partials = nullptr;    // SumSquares (written), ReduceSquares (read)
   std::size_t extent = 0;        // SumSquares: elements of in; ReduceSquares: partials
-  float* state[3] = {nullptr, nullptr, nullptr};  // AdamStep: param, expAvg, expAvgSq
+  // AdamStep: param, expAvg, expAvgSq; SgdStep: param and, with momentum, its buffer.
+  float* state[3] = {nullptr, nullptr, nullptr};
   AdamStepCoeffs adam;
+  SgdStepCoeffs sgd;
 };
 
 inline ElementwiseArgs fillArgs(DType t, void* out, std::size_t count, float value) {
@@ -179,11 +200,29 @@ inline ElementwiseArgs adamStepArgs(const AdamStepCoeffs& c, float* param, float
   return a;
 }
 
+// copy and momentum may be null (no copy of the updated parameter; SGD without momentum).
+inline ElementwiseArgs sgdStepArgs(const SgdStepCoeffs& c, float* param, float* momentum,
+                                   DType gradType, const void* grad, std::size_t count,
+                                   DType copyType, void* copy) {
+  ElementwiseArgs a;
+  a.op = ElementwiseOp::SgdStep;
+  a.count = count;
+  a.outType = copyType;
+  a.out = copy;
+  a.inType = gradType;
+  a.in = grad;
+  a.state[0] = param;
+  a.state[1] = momentum;
+  a.sgd = c;
+  return a;
+}
+
 // The bytes of device memory a launch reads or writes through each of its pointers (what the
-// strict device checks and translates): {out, in, flag, partials, state[0..2]}; 0 for a pointer
-// the op does not use.
+// strict device checks and translates): {out, in, flag, partials, state[0..states)}; 0 for a
+// pointer the op does not use.
 struct ElementwiseExtents {
   std::size_t out = 0, in = 0, flag = 0, partials = 0, state = 0;
+  int states = 0;  // how many of state[] the op uses, each `state` bytes
 };
 ElementwiseExtents extentsOf(const ElementwiseArgs& a);
 
@@ -268,6 +307,23 @@ ZRT_HOST_DEVICE inline void elementwiseAt(const ElementwiseArgs& a, std::int64_t
       a.state[0][i] = p;
       a.state[1][i] = m;
       a.state[2][i] = v;
+      if (a.out) Access::store(a.outType, a.out, i, p);
+      break;
+    }
+    case ElementwiseOp::SgdStep: {
+      const SgdStepCoeffs& c = a.sgd;
+      float g = Access::fmul(Access::load(a.inType, a.in, i), c.gradScale);
+      float p = a.state[0][i];
+      if (c.hasWeightDecay) g = Access::ffma(p, c.weightDecay, g);
+      if (c.momentumMode != 0) {
+        float buf = g;
+        if (c.momentumMode == 2)
+          buf = Access::ffma(g, c.oneMinusDampening, Access::fmul(a.state[1][i], c.momentum));
+        a.state[1][i] = buf;
+        g = c.nesterov ? Access::ffma(buf, c.momentum, g) : buf;
+      }
+      p = Access::ffma(g, c.negLr, p);
+      a.state[0][i] = p;
       if (a.out) Access::store(a.outType, a.out, i, p);
       break;
     }

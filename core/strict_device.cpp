@@ -285,9 +285,8 @@ void StrictDevice::launch(const ElementwiseArgs& args, Stream& stream) {
   if (e.flag) a.flag = static_cast<std::int32_t*>(translate(args.flag, e.flag, "kernel flag"));
   if (e.partials)
     a.partials = static_cast<double*>(translate(args.partials, e.partials, "kernel partial sums"));
-  if (e.state)
-    for (float*& s : a.state)
-      s = static_cast<float*>(translate(s, e.state, "kernel optimizer state"));
+  for (int k = 0; e.state && k < e.states; ++k)
+    a.state[k] = static_cast<float*>(translate(args.state[k], e.state, "kernel optimizer state"));
   delay(stream);
   streams_.hostCallback(stream, [a] { runElementwiseOnHost(a); });
 }

@@ -39,6 +39,37 @@ void launchAdamStep(Device& device, Stream& stream, const optim::AdamHyper& h,
       stream);
 }
 
+SgdStepCoeffs deviceSgdCoeffs(const optim::SgdCoeffs& c) {
+  SgdStepCoeffs d;
+  d.gradScale = c.gradScale;
+  d.weightDecay = c.weightDecay;
+  d.momentum = c.momentum;
+  d.oneMinusDampening = c.oneMinusDampening;
+  d.negLr = c.negLr;
+  d.hasWeightDecay = c.hasWeightDecay;
+  d.momentumMode = static_cast<std::int32_t>(c.momentumMode);
+  d.nesterov = c.nesterov;
+  return d;
+}
+
+void launchSgdStep(Device& device, Stream& stream, const optim::SgdHyper& h,
+                   const optim::SgdState& s, std::size_t offset, std::size_t count) {
+  const SgdStepCoeffs c = deviceSgdCoeffs(optim::sgdCoefficients(h));
+  if (count == 0) return;
+  if (offset > s.size || count > s.size - offset)
+    ZRT_THROW(InvalidArgument, "launchSgdStep: elements [", offset, ", ", offset + count,
+              ") run past the state's ", s.size);
+  if (c.momentumMode != 0 && !s.momentumBuffer)
+    ZRT_THROW(InvalidArgument, "launchSgdStep: momentum ", h.momentum, " needs a momentum buffer");
+  const std::size_t gs = dtypeSize(s.gradType);
+  void* copy =
+      s.paramCopy ? static_cast<char*>(s.paramCopy) + offset * dtypeSize(s.copyType) : nullptr;
+  float* momentum = c.momentumMode != 0 ? s.momentumBuffer + offset : nullptr;
+  device.launch(sgdStepArgs(c, s.param + offset, momentum, s.gradType,
+                            static_cast<const char*>(s.grad) + offset * gs, count, s.copyType, copy),
+                stream);
+}
+
 DeviceNormPart::DeviceNormPart(Device& device, std::size_t maxCount)
     : device_(device), maxChunks_(std::max<std::size_t>(1, sumSquaresChunks(maxCount))) {
   sums_ = device.allocate((maxChunks_ + 2) * sizeof(double), MemTag::Other);

@@ -1,6 +1,7 @@
 // The runtime's arithmetic on device memory as launches of core/elementwise.h's kernels, queued
-// on a stream and never run on the caller's thread over device pointers: the Adam step with the
-// coefficients runtime/optim computes (so a launch stores adamStep's bits), and this rank's share
+// on a stream and never run on the caller's thread over device pointers: the Adam and SGD steps
+// with the coefficients runtime/optim computes (so a launch stores adamStep's and sgdStep's
+// bits), and this rank's share
 // of the gradient norm (runtime/grad_norm.h's NormPart, with normPart's bits).
 // Thread-safety: as Device and Stream; a DeviceNormPart is one caller's.
 #pragma once
@@ -11,6 +12,7 @@
 #include "core/elementwise.h"
 #include "runtime/grad_norm.h"
 #include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
 
 namespace zrt {
 
@@ -22,6 +24,15 @@ AdamStepCoeffs deviceAdamCoeffs(const optim::AdamCoeffs& c);
 // hyperparameter, as adamStep.
 void launchAdamStep(Device& device, Stream& stream, const optim::AdamHyper& h,
                     const optim::AdamState& s, std::size_t offset, std::size_t count);
+
+// runtime/optim's SGD coefficients as the kernel takes them.
+SgdStepCoeffs deviceSgdCoeffs(const optim::SgdCoeffs& c);
+
+// Queues one SGD step (hyperparameters as optim::sgdStep) over `s`'s arrays, all in device
+// memory, elements [offset, offset + count). Throws InvalidArgument on a bad hyperparameter or a
+// missing momentum buffer, as sgdStep.
+void launchSgdStep(Device& device, Stream& stream, const optim::SgdHyper& h,
+                   const optim::SgdState& s, std::size_t offset, std::size_t count);
 
 // This rank's share of the norm over gradients in device memory: the partial sums and their
 // reduction are queued on a stream into a small device buffer of its own, and read back through

@@ -52,14 +52,6 @@ void Engine::Impl::validate() {
               " takes device memory only; hand the Engine a host backend (MPI), whose collectives on "
               "device memory go through pinned staging (NCCL inside the Engine is not wired yet, "
               "issue 30)");
-  // A device whose memory the host cannot touch (host-strict, cuda) runs the step as kernels,
-  // copies and staged collectives: SGD has no device kernel, so only the CPU's
-  // (offload_optimizer) runs it there.
-  if (!device.hostReadsDeviceMemory() && config.optimizer.type == OptimizerType::SGD &&
-      zero.offload_optimizer.device == OffloadDevice::None)
-    ZRT_THROW(InvalidArgument, "engine: optimizer SGD on device ", device.name(),
-              " is not supported yet: it has no device kernel (issue 30); use offload_optimizer "
-              "cpu, which runs it on the host, or Adam/AdamW, or device host");
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
   dtype = trainingPrecision(config);

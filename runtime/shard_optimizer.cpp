@@ -86,7 +86,10 @@ void Engine::Impl::stepWindow(const GradientShard& gradShard, double gradScale, 
       h.dampening = oc.dampening;
       h.nesterov = oc.nesterov;
       optim::SgdState s{param, moment0, grads, gradType, copy, dtype, count};
-      optim::sgdStep(h, s, lo - begin, hi - lo, stepOptions);
+      if (kernelStream && !optimizerOffloaded())  // states in device memory the host cannot touch
+        launchSgdStep(device, *kernelStream, h, s, lo - begin, hi - lo);
+      else
+        optim::sgdStep(h, s, lo - begin, hi - lo, stepOptions);
     } else {
       optim::AdamHyper h;
       perStep(h, g);

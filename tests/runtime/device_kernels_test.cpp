@@ -1,6 +1,7 @@
 // The runtime's device kernels (core/elementwise.h through runtime/device_kernels.h), each run on
 // the host device and on the strict device with its streams delayed, against the runtime's
-// existing host code: the Adam/AdamW step against optim::adamStep, the norm's partial sums
+// existing host code: the Adam/AdamW step against optim::adamStep, the SGD step (momentum,
+// dampening, Nesterov, weight decay) against optim::sgdStep, the norm's partial sums
 // against normPart, accumulation against sumPair, widenInto and addDivided, averaging against
 // divideBy, and scaling and the unscale with its overflow flag against the fp32 formula. Every
 // comparison is of bits, so host and host-strict are also bit-identical to each other. Sizes: 0,
@@ -27,6 +28,7 @@
 #include "core/strict_device.h"
 #include "runtime/grad_norm.h"
 #include "runtime/optim/adam.h"
+#include "runtime/optim/sgd.h"
 
 using namespace zrt;
 
@@ -146,6 +148,61 @@ TEST_CASE("the Adam/AdamW step launched gives optim::adamStep's bits, on host an
             CHECK(download(*dev, *s, dp, n * 4) == bytesOf(rp));
             CHECK(download(*dev, *s, dm, n * 4) == bytesOf(rm));
             CHECK(download(*dev, *s, dv, n * 4) == bytesOf(rv));
+            if (copy >= 0) CHECK(download(*dev, *s, dc, refCopy.size()) == refCopy);
+          }
+}
+
+TEST_CASE("the SGD step launched gives optim::sgdStep's bits, on host and host-strict") {
+  Devices devs;
+  struct Variant {
+    double momentum, dampening, weightDecay;
+    bool nesterov;
+    std::int64_t step;  // 1: the momentum buffer starts as the gradient
+  };
+  const Variant variants[] = {{0.0, 0.0, 0.0, false, 3},   {0.0, 0.0, 0.05, false, 3},
+                              {0.9, 0.0, 0.0, false, 1},   {0.9, 0.1, 0.05, false, 4},
+                              {0.9, 0.0, 0.05, true, 4}};
+  for (Device* dev : devs.all())
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001}})
+      for (const DType gt : kTypes)
+        for (const Variant& w : variants)
+          for (const int copy : {-1, 0, 2}) {
+            CAPTURE(dev->name());
+            CAPTURE(n);
+            CAPTURE(static_cast<int>(gt));
+            CAPTURE(w.momentum);
+            CAPTURE(w.nesterov);
+            CAPTURE(w.step);
+            CAPTURE(copy);
+            optim::SgdHyper h;
+            h.lr = 0.05;
+            h.momentum = w.momentum;
+            h.dampening = w.dampening;
+            h.weightDecay = w.weightDecay;
+            h.nesterov = w.nesterov;
+            h.step = w.step;
+            h.gradScale = 1.0 / 1024.0 * 0.75;
+            std::vector<float> p = randomFloats(n, 5, -2, 2), buf = randomFloats(n, 6, -0.1f, 0.1f);
+            const std::vector<std::uint8_t> g = typed(gt, randomFloats(n, 7, -3000, 3000));
+            const DType ct = copy < 0 ? DType::F32 : static_cast<DType>(copy);
+            std::vector<std::uint8_t> refCopy(n * dtypeSize(ct), 0);
+            // The reference: the runtime's CPU SGD on host arrays.
+            std::vector<float> rp = p, rb = buf;
+            optim::SgdState rs{rp.data(), rb.data(), g.data(), gt,
+                               copy < 0 ? nullptr : refCopy.data(), ct, n};
+            optim::sgdStep(h, rs);
+
+            auto s = dev->createStream();
+            DeviceMemory dp = upload(*dev, *s, p.data(), n * 4),
+                         db = upload(*dev, *s, buf.data(), n * 4),
+                         dg = upload(*dev, *s, g.data(), g.size()),
+                         dc = upload(*dev, *s, refCopy.data(), refCopy.size());
+            optim::SgdState ds{dp.as<float>(), db.as<float>(), dg.data(), gt,
+                               copy < 0 ? nullptr : dc.data(), ct, n};
+            launchSgdStep(*dev, *s, h, ds, 0, n / 2);
+            launchSgdStep(*dev, *s, h, ds, n / 2, n - n / 2);
+            CHECK(download(*dev, *s, dp, n * 4) == bytesOf(rp));
+            CHECK(download(*dev, *s, db, n * 4) == bytesOf(rb));
             if (copy >= 0) CHECK(download(*dev, *s, dc, refCopy.size()) == refCopy);
           }
 }
