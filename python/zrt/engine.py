@@ -30,17 +30,19 @@ _heap_bounded = []
 
 
 def _bound_heap_growth():
-    """Has glibc's malloc serve allocations of 1 MiB and more from mmap, returned on free,
-    instead of its heap. At stage 3 every module's gathered copy and gradient is a new torch
-    tensor of up to tens of MiB, each step; glibc's default threshold rises to 32 MiB after the
-    first such free, and the heap then keeps the freed pieces between differently sized ones:
-    470-580 MiB of peak RSS per rank that holds nothing, on the 118 M-parameter model of
-    bench_zrt_vs_ddp.py (docs/results.md). Once per process; ZRT_MALLOC_MMAP_THRESHOLD sets the bytes (0: leave
-    malloc as it is), and a MALLOC_MMAP_THRESHOLD_ in the environment is glibc's own and wins."""
+    """With ZRT_MALLOC_MMAP_THRESHOLD=<bytes> in the environment, has glibc's malloc serve
+    allocations of that size and more from mmap, returned on free, instead of its heap (once per
+    process; a MALLOC_MMAP_THRESHOLD_ in the environment is glibc's own and wins). Off by default:
+    every gradient torch makes is then a fresh mapping whose pages fault in, each step (at 1 MiB,
+    0.15 s more of system time a rank and step on the 118 M-parameter model of
+    bench_zrt_vs_ddp.py), and since the stage-3 modules compute on views of the Engine's gathered
+    copies and set-up hands the model's freed memory back (_return_freed_heap), the heap it would
+    bound no longer holds copies of the model: there the peak RSS is the same either way
+    (docs/results.md)."""
     if _heap_bounded or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return
     _heap_bounded.append(True)
-    raw = os.environ.get("ZRT_MALLOC_MMAP_THRESHOLD", str(1 << 20))
+    raw = os.environ.get("ZRT_MALLOC_MMAP_THRESHOLD", "0")
     try:
         threshold = int(raw)
     except ValueError:
@@ -51,6 +53,19 @@ def _bound_heap_growth():
     import ctypes
     M_MMAP_THRESHOLD = -3  # malloc.h
     ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, threshold)
+
+
+def _return_freed_heap():
+    """Hands the heap's free pages back to the kernel (glibc's malloc_trim). The parameters'
+    own memory, which set-up has just freed (stage 3: placeholders; stages 0-2: views of the
+    Engine's memory), is heap memory when malloc's threshold had risen above the tensors' sizes
+    before the model was built (glibc raises it to the largest freed block, up to 32 MiB): without
+    this glibc kept it resident for the rest of the run, the size of the model in fp32 (449 MiB a
+    rank on the 118 M-parameter model of bench_zrt_vs_ddp.py, docs/results.md)."""
+    if platform.libc_ver()[0] != "glibc":
+        return
+    import ctypes
+    ctypes.CDLL(None).malloc_trim(0)
 
 
 def _config_text(config):
@@ -111,6 +126,7 @@ class Engine:
                                                                                  f"parameter {name}.{pname}"),
                                                 p.requires_grad) for pname, p in own]))
         self._engine = _zrt.Engine(text, source, specs)
+        del specs  # numpy views of the parameters' own memory, freed below
         _live.add(self)
         self.stage = self._engine.stage
         self.rank = self._engine.rank
@@ -143,6 +159,7 @@ class Engine:
                 self._free(i)
             else:
                 self._bind_views(i)
+        _return_freed_heap()
 
     # ---- parameters into torch ----
     def _bind_views(self, i):
