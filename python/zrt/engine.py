@@ -9,9 +9,10 @@ memory, no copy; stage 3: views of the module's copy gathered by the C++ coordin
 prefetches the next ones in the recorded order, released after the module's forward; autograd
 saves a parameter or a view of one as the recipe to make it again, so its saved tensors never
 point into memory the Engine reuses). At stage 3 a module's outputs carry an autograd node that
-gathers it again before its backward, released when its last gradient has been reported. Gradient hooks collect a module's
-gradients and hand them to the Engine's buckets (report_gradients = gradients + backwardDone)
-as soon as the module's last one arrives, so reduction overlaps the rest of backward.
+gathers it again before its backward, released when its last gradient has been reported.
+Gradient hooks collect a module's gradients and hand them to the Engine's buckets
+(report_gradients = gradients + backwardDone) as soon as the module's last one arrives, so
+reduction overlaps the rest of backward.
 Memory crosses as numpy views (the buffer protocol): no torch C++ ABI is linked."""
 import atexit
 import json
@@ -60,8 +61,8 @@ def _return_freed_heap():
     own memory, which set-up has just freed (stage 3: placeholders; stages 0-2: views of the
     Engine's memory), is heap memory when malloc's threshold had risen above the tensors' sizes
     before the model was built (glibc raises it to the largest freed block, up to 32 MiB): without
-    this glibc kept it resident for the rest of the run, the size of the model in fp32 (449 MiB a
-    rank on the 118 M-parameter model of bench_zrt_vs_ddp.py, docs/results.md)."""
+    this glibc kept it resident for the rest of the run (about 400 MiB a rank, most of the fp32
+    model, on the 118 M-parameter model of bench_zrt_vs_ddp.py, docs/results.md)."""
     if platform.libc_ver()[0] != "glibc":
         return
     import ctypes
