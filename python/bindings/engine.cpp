@@ -315,6 +315,8 @@ py::dict reportOf(const StepReport& r) {
   d["gathers_on_demand"] = r.gathersOnDemand;
   d["gathers_prefetched"] = r.gathersPrefetched;
   d["gathers_reused"] = r.gathersReused;
+  d["param_reads_ahead"] = r.paramReadsAhead;
+  d["param_read_wait_seconds"] = r.paramReadWaitSeconds;
   return d;
 }
 

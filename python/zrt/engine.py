@@ -5,12 +5,14 @@ How a module maps onto the Engine: every torch submodule that owns parameters be
 module (its qualified name), its parameters registered in order with the model's initial values.
 The Engine then owns them: in the training dtype, sharded at stage 3, offloaded where the config
 says. Forward pre-hooks hand each module its parameters (stages 0-2: views of the Engine's
-memory, no copy; stage 3: the module is gathered by the C++ coordinator, which prefetches the
-next ones in the recorded order, copied into torch memory and released at once, so autograd's
-saved tensors never point into memory the Engine reuses). At stage 3 a module's outputs carry an
-autograd node that gathers it again before its backward. Gradient hooks collect a module's
-gradients and hand them to the Engine's buckets (report_gradients = gradients + backwardDone)
-as soon as the module's last one arrives, so reduction overlaps the rest of backward.
+memory, no copy; stage 3: views of the module's copy gathered by the C++ coordinator, which
+prefetches the next ones in the recorded order, released after the module's forward; autograd
+saves a parameter or a view of one as the recipe to make it again, so its saved tensors never
+point into memory the Engine reuses). At stage 3 a module's outputs carry an autograd node that
+gathers it again before its backward, released when its last gradient has been reported.
+Gradient hooks collect a module's gradients and hand them to the Engine's buckets
+(report_gradients = gradients + backwardDone) as soon as the module's last one arrives, so
+reduction overlaps the rest of backward.
 Memory crosses as numpy views (the buffer protocol): no torch C++ ABI is linked."""
 import atexit
 import json
@@ -29,17 +31,19 @@ _heap_bounded = []
 
 
 def _bound_heap_growth():
-    """Has glibc's malloc serve allocations of 1 MiB and more from mmap, returned on free,
-    instead of its heap. At stage 3 every module's gathered copy and gradient is a new torch
-    tensor of up to tens of MiB, each step; glibc's default threshold rises to 32 MiB after the
-    first such free, and the heap then keeps the freed pieces between differently sized ones:
-    470-580 MiB of peak RSS per rank that holds nothing, on the 118 M-parameter model of
-    bench_zrt_vs_ddp.py (docs/results.md). Once per process; ZRT_MALLOC_MMAP_THRESHOLD sets the bytes (0: leave
-    malloc as it is), and a MALLOC_MMAP_THRESHOLD_ in the environment is glibc's own and wins."""
+    """With ZRT_MALLOC_MMAP_THRESHOLD=<bytes> in the environment, has glibc's malloc serve
+    allocations of that size and more from mmap, returned on free, instead of its heap (once per
+    process; a MALLOC_MMAP_THRESHOLD_ in the environment is glibc's own and wins). Off by default:
+    every gradient torch makes is then a fresh mapping whose pages fault in, each step (at 1 MiB,
+    0.15 s more of system time a rank and step on the 118 M-parameter model of
+    bench_zrt_vs_ddp.py), and since the stage-3 modules compute on views of the Engine's gathered
+    copies and set-up hands the model's freed memory back (_return_freed_heap), the heap it would
+    bound no longer holds copies of the model: there the peak RSS is the same either way
+    (docs/results.md)."""
     if _heap_bounded or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return
     _heap_bounded.append(True)
-    raw = os.environ.get("ZRT_MALLOC_MMAP_THRESHOLD", str(1 << 20))
+    raw = os.environ.get("ZRT_MALLOC_MMAP_THRESHOLD", "0")
     try:
         threshold = int(raw)
     except ValueError:
@@ -50,6 +54,19 @@ def _bound_heap_growth():
     import ctypes
     M_MMAP_THRESHOLD = -3  # malloc.h
     ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, threshold)
+
+
+def _return_freed_heap():
+    """Hands the heap's free pages back to the kernel (glibc's malloc_trim). The parameters'
+    own memory, which set-up has just freed (stage 3: placeholders; stages 0-2: views of the
+    Engine's memory), is heap memory when malloc's threshold had risen above the tensors' sizes
+    before the model was built (glibc raises it to the largest freed block, up to 32 MiB): without
+    this glibc kept it resident for the rest of the run (about 400 MiB a rank, most of the fp32
+    model, on the 118 M-parameter model of bench_zrt_vs_ddp.py, docs/results.md)."""
+    if platform.libc_ver()[0] != "glibc":
+        return
+    import ctypes
+    ctypes.CDLL(None).malloc_trim(0)
 
 
 def _config_text(config):
@@ -76,7 +93,7 @@ class _GatherForBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        ctx.engine._gather_copy(ctx.index)
+        ctx.engine._gather(ctx.index)
         return (None, None) + grads
 
 
@@ -110,6 +127,7 @@ class Engine:
                                                                                  f"parameter {name}.{pname}"),
                                                 p.requires_grad) for pname, p in own]))
         self._engine = _zrt.Engine(text, source, specs)
+        del specs  # numpy views of the parameters' own memory, freed below
         _live.add(self)
         self.stage = self._engine.stage
         self.rank = self._engine.rank
@@ -125,6 +143,8 @@ class Engine:
         self._pending = {}  # module index -> {param index: grad}
         self._reported = set()
         self._placeholder = torch.zeros(1, dtype=self.dtype)
+        self._held = set()  # stage 3: modules whose parameters view the Engine's gathered copy
+        self._views = [all(p.requires_grad for _, p in own) for _, _, own in self._mods]
         self._grads_to_drop = []
         for i, (_, mod, own) in enumerate(self._mods):
             mod.register_forward_pre_hook(self._pre_forward_hook(i))
@@ -140,6 +160,7 @@ class Engine:
                 self._free(i)
             else:
                 self._bind_views(i)
+        _return_freed_heap()
 
     # ---- parameters into torch ----
     def _bind_views(self, i):
@@ -147,14 +168,40 @@ class Engine:
         for (_, p), a in zip(own, self._engine.parameters(i)):
             p.data = from_array(a, self.dtype, p.shape if p.numel() else a.shape)
 
-    def _gather_copy(self, i):
+    def _gather(self, i):
+        """Stage 3: module i's parameters, gathered by the coordinator, until _release(i). A
+        module whose parameters all train computes on views of the Engine's gathered copy (no
+        copy into torch memory); it is released after its forward, and after its backward when
+        its last gradient has been reported, so every tensor autograd saved of it (kept as the
+        recipe to make it again from the parameter, _pack) is read while the module is gathered.
+        A module with a frozen parameter gets a torch copy and is released at once: no gradient
+        hook would say when its backward is over."""
+        if i in self._held:
+            return
         _, _, own = self._mods[i]
         arrays = self._engine.parameters(i)
-        try:
-            for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
-                p.data = from_array(a, self.dtype, shape).clone()
-        finally:
+        if not self._views[i]:
+            try:
+                for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
+                    p.data = from_array(a, self.dtype, shape).clone()
+            finally:
+                self._engine.release(i)
+            return
+        self._held.add(i)
+        for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
+            p.data = from_array(a, self.dtype, shape)
+
+    def _release(self, i):
+        """Module i's parameters become placeholders again, and the Engine's gathered copy they
+        viewed is released."""
+        self._free(i)
+        if i in self._held:
+            self._held.discard(i)
             self._engine.release(i)
+
+    def _release_all(self):
+        for i in list(self._held):
+            self._release(i)
 
     def _shapes(self, i):
         if not hasattr(self, "_shape_cache"):
@@ -173,14 +220,14 @@ class Engine:
     def _pre_forward_hook(self, i):
         def hook(module, inputs):
             if self.stage == 3:
-                self._gather_copy(i)
+                self._gather(i)
             else:
                 self._bind_views(i)
         return hook
 
     def _post_forward_hook(self, i):
         def hook(module, inputs, output):
-            self._free(i)
+            self._release(i)
             if not (torch.is_grad_enabled() and self._in_micro):
                 return None
             if isinstance(output, torch.Tensor):
@@ -222,7 +269,7 @@ class Engine:
             p.grad = None
         self._grads_to_drop = [p for _, p in own]
         if self.stage == 3:
-            self._free(i)
+            self._release(i)
 
     # ---- the training step, as DeepSpeed's engine ----
     def __call__(self, *args, **kwargs):
@@ -247,8 +294,16 @@ class Engine:
             # which stage 3 exists to avoid. A view of a parameter is saved as the recipe to
             # make it again from the copy gathered for the module's backward.
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-                return self.module(*args, **kwargs)
-        return self.module(*args, **kwargs)
+                return self._run(*args, **kwargs)
+        return self._run(*args, **kwargs)
+
+    def _run(self, *args, **kwargs):
+        try:
+            return self.module(*args, **kwargs)
+        except BaseException:
+            if self.stage == 3:  # a forward cut short left its module gathered
+                self._release_all()
+            raise
 
     def _pack(self, t):
         base = t._base
@@ -284,6 +339,7 @@ class Engine:
             for _, _, own in self._mods:
                 for _, p in own:
                     p.grad = None
+            self._release_all()
             self._in_micro = False
         self._engine.end_micro_step()
         self._micro += 1

@@ -167,9 +167,11 @@ def main():
                         stage3_prefetch_bucket_size=a.bucket)
             if zero["stage"] == 3:
                 # DeepSpeed's defaults (10^9 each) keep every module gathered once used, a whole
-                # fp32 copy of a model this size: the gathered pool gets the prefetch bucket
-                # and the module in use, and keeps a module only for a reuse within a bucket.
-                zero = dict(zero, stage3_max_live_parameters=2 * a.bucket, stage3_max_reuse_distance=a.bucket)
+                # fp32 copy of a model this size: the gathered pool gets the module in use, the
+                # prefetch bucket and the module that overshoots it (3 buckets: at 2, half the
+                # gathers found no room to be posted ahead and waited), and keeps a module only
+                # for a reuse within a bucket.
+                zero = dict(zero, stage3_max_live_parameters=3 * a.bucket, stage3_max_reuse_distance=a.bucket)
         release_freed_memory()
         peak_rss_reset()
         start = peak_rss_mib("VmRSS:")
