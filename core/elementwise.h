@@ -182,37 +182,39 @@ inline ElementwiseArgs reduceSquaresArgs(const double* partials, std::size_t chu
   return a;
 }
 
-// copy may be null (no copy of the updated parameter).
-inline ElementwiseArgs adamStepArgs(const AdamStepCoeffs& c, float* param, float* expAvg,
-                                    float* expAvgSq, DType gradType, const void* grad,
-                                    std::size_t count, DType copyType, void* copy) {
+// An optimizer step's launch over param and its states (fp32), the gradient of gradType, and
+// the updated parameter's copy in copyType (copy may be null: no copy).
+inline ElementwiseArgs optimizerStepArgs(ElementwiseOp op, float* param, float* state1,
+                                         float* state2, DType gradType, const void* grad,
+                                         std::size_t count, DType copyType, void* copy) {
   ElementwiseArgs a;
-  a.op = ElementwiseOp::AdamStep;
+  a.op = op;
   a.count = count;
   a.outType = copyType;
   a.out = copy;
   a.inType = gradType;
   a.in = grad;
   a.state[0] = param;
-  a.state[1] = expAvg;
-  a.state[2] = expAvgSq;
+  a.state[1] = state1;
+  a.state[2] = state2;
+  return a;
+}
+
+inline ElementwiseArgs adamStepArgs(const AdamStepCoeffs& c, float* param, float* expAvg,
+                                    float* expAvgSq, DType gradType, const void* grad,
+                                    std::size_t count, DType copyType, void* copy) {
+  ElementwiseArgs a = optimizerStepArgs(ElementwiseOp::AdamStep, param, expAvg, expAvgSq,
+                                        gradType, grad, count, copyType, copy);
   a.adam = c;
   return a;
 }
 
-// copy and momentum may be null (no copy of the updated parameter; SGD without momentum).
+// momentum may be null (SGD without momentum).
 inline ElementwiseArgs sgdStepArgs(const SgdStepCoeffs& c, float* param, float* momentum,
                                    DType gradType, const void* grad, std::size_t count,
                                    DType copyType, void* copy) {
-  ElementwiseArgs a;
-  a.op = ElementwiseOp::SgdStep;
-  a.count = count;
-  a.outType = copyType;
-  a.out = copy;
-  a.inType = gradType;
-  a.in = grad;
-  a.state[0] = param;
-  a.state[1] = momentum;
+  ElementwiseArgs a = optimizerStepArgs(ElementwiseOp::SgdStep, param, momentum, nullptr,
+                                        gradType, grad, count, copyType, copy);
   a.sgd = c;
   return a;
 }

@@ -6,6 +6,16 @@
 #include "core/error.h"
 
 namespace zrt {
+namespace {
+
+// The optimizer state arrays' elements [offset, offset + count) must exist.
+void checkRange(const char* what, std::size_t offset, std::size_t count, std::size_t size) {
+  if (offset > size || count > size - offset)
+    ZRT_THROW(InvalidArgument, what, ": elements [", offset, ", ", offset + count,
+              ") run past the state's ", size);
+}
+
+}  // namespace
 
 AdamStepCoeffs deviceAdamCoeffs(const optim::AdamCoeffs& c) {
   AdamStepCoeffs d;
@@ -27,9 +37,7 @@ void launchAdamStep(Device& device, Stream& stream, const optim::AdamHyper& h,
                     const optim::AdamState& s, std::size_t offset, std::size_t count) {
   const AdamStepCoeffs c = deviceAdamCoeffs(optim::adamCoefficients(h));
   if (count == 0) return;
-  if (offset > s.size || count > s.size - offset)
-    ZRT_THROW(InvalidArgument, "launchAdamStep: elements [", offset, ", ", offset + count,
-              ") run past the state's ", s.size);
+  checkRange("launchAdamStep", offset, count, s.size);
   const std::size_t gs = dtypeSize(s.gradType);
   void* copy =
       s.paramCopy ? static_cast<char*>(s.paramCopy) + offset * dtypeSize(s.copyType) : nullptr;
@@ -56,9 +64,7 @@ void launchSgdStep(Device& device, Stream& stream, const optim::SgdHyper& h,
                    const optim::SgdState& s, std::size_t offset, std::size_t count) {
   const SgdStepCoeffs c = deviceSgdCoeffs(optim::sgdCoefficients(h));
   if (count == 0) return;
-  if (offset > s.size || count > s.size - offset)
-    ZRT_THROW(InvalidArgument, "launchSgdStep: elements [", offset, ", ", offset + count,
-              ") run past the state's ", s.size);
+  checkRange("launchSgdStep", offset, count, s.size);
   if (c.momentumMode != 0 && !s.momentumBuffer)
     ZRT_THROW(InvalidArgument, "launchSgdStep: momentum ", h.momentum, " needs a momentum buffer");
   const std::size_t gs = dtypeSize(s.gradType);
