@@ -106,6 +106,17 @@ void Device::launch(const ElementwiseArgs& args, Stream& stream) {
   hostCallback(stream, [args] { runElementwiseOnHost(args); });
 }
 
+void Device::launchHost(std::string_view what, std::vector<KernelBuffer> buffers, HostKernel kernel,
+                        Stream& stream) {
+  if (!hostReadsDeviceMemory())
+    ZRT_THROW(InvalidArgument, name(), " cannot run ", what,
+              ": it is host code, and this device's memory is out of the host's reach");
+  std::vector<void*> addresses;
+  addresses.reserve(buffers.size());
+  for (const KernelBuffer& b : buffers) addresses.push_back(const_cast<void*>(b.data));
+  hostCallback(stream, [k = std::move(kernel), a = std::move(addresses)] { k(a); });
+}
+
 std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger) {
   std::string kind = spec.substr(0, spec.find(':'));
   std::string arg = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);

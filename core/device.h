@@ -14,6 +14,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/elementwise.h"
 #include "core/memory_ledger.h"
@@ -128,6 +130,22 @@ class Device {
   // thread elsewhere. Throws InvalidArgument for a launch that cannot run. This default runs it
   // on the stream's thread over the addresses given, for devices whose memory the host reads.
   virtual void launch(const ElementwiseArgs& args, Stream& stream);
+
+  // A range of memory a host kernel (below) reads or writes.
+  struct KernelBuffer {
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  using HostKernel = std::function<void(const std::vector<void*>& buffers)>;
+  // Queues `kernel`, host code, on `stream` as a host backend's kernel: it runs on the stream's
+  // thread after the work queued before it, and gets `buffers`' addresses back, in order, as
+  // that thread may use them (the strict device's private aliases of its memory; the same
+  // addresses on `host`; host memory as given). For computations written only as host code (the
+  // reference trainer's layers): a device whose memory the host cannot reach at all (CUDA) throws
+  // InvalidArgument naming `what`. An exception from `kernel` surfaces at the stream's next
+  // synchronize().
+  virtual void launchHost(std::string_view what, std::vector<KernelBuffer> buffers, HostKernel kernel,
+                          Stream& stream);
 
   MemoryLedger& ledger() const { return *ledger_; }
 

@@ -114,7 +114,7 @@ void onFault(int sig, siginfo_t* info, void*) {
     t.addDecimal(s.bytes.load());
     t.add(" bytes (address ");
     t.addHex(addr);
-    t.add("); on the host-strict device only the device's streams (copyAsync, memsetAsync) may "
+    t.add("); on the host-strict device only the device's streams (copies, memsets, kernels) may "
           "touch device memory\n");
     writeAll(t.buf, t.n);
     // abort() with the default action, whatever handler a sanitizer has for SIGABRT.
@@ -289,6 +289,16 @@ void StrictDevice::launch(const ElementwiseArgs& args, Stream& stream) {
     a.state[k] = static_cast<float*>(translate(args.state[k], e.state, "kernel optimizer state"));
   delay(stream);
   streams_.hostCallback(stream, [a] { runElementwiseOnHost(a); });
+}
+
+void StrictDevice::launchHost(std::string_view what, std::vector<KernelBuffer> buffers,
+                              HostKernel kernel, Stream& stream) {
+  const std::string label = std::string(what) + " buffer";
+  std::vector<void*> aliases;
+  aliases.reserve(buffers.size());
+  for (const KernelBuffer& b : buffers) aliases.push_back(b.data ? translate(b.data, b.bytes, label.c_str()) : nullptr);
+  delay(stream);
+  streams_.hostCallback(stream, [k = std::move(kernel), a = std::move(aliases)] { k(a); });
 }
 
 void* StrictDevice::rawAllocate(std::size_t bytes) { return rawAllocateTagged(bytes, MemTag::Other); }

@@ -48,6 +48,10 @@ class StrictDevice final : public Device {
   void hostCallback(Stream& stream, std::function<void()> fn) override;
   // Runs the kernel on the stream's thread over the private aliases of its buffers.
   void launch(const ElementwiseArgs& args, Stream& stream) override;
+  // Runs the kernel on the stream's thread over the private aliases of its buffers (each checked
+  // against its allocation's end).
+  void launchHost(std::string_view what, std::vector<KernelBuffer> buffers, HostKernel kernel,
+                  Stream& stream) override;
 
  protected:
   void* rawAllocate(std::size_t bytes) override;

@@ -89,6 +89,62 @@ TEST_CASE("host-strict: round trips through delayed streams give the data back")
   CHECK(ledger.total(MemPlace::Device).current == 0);
 }
 
+TEST_CASE("host-strict: a host kernel reaches device memory through the addresses it is handed") {
+  MemoryLedger ledger;
+  StrictDevice dev(ledger, 1 << 24, 1ms);
+  const std::size_t n = 4096;
+  auto src = pattern(n, 9);
+  DeviceMemory a = dev.allocate(n, MemTag::Activations);
+  DeviceMemory b = dev.allocate(n, MemTag::Activations);
+  auto s = dev.createStream();
+  dev.copyAsync(a.data(), src.data(), n, *s);
+  std::vector<std::uint8_t> host(n, 1);
+  // b = a + host, element by element, on the stream's thread: the kernel sees aliases of a and b
+  // (never their public, faulting addresses) and host memory as given.
+  std::vector<const void*> seen;
+  dev.launchHost("a test's sum",
+                 {{a.data(), n}, {b.data(), n}, {host.data(), n}, {nullptr, 0}},
+                 [&](const std::vector<void*>& p) {
+                   seen.assign(p.begin(), p.end());
+                   const auto* x = static_cast<const std::uint8_t*>(p[0]);
+                   auto* y = static_cast<std::uint8_t*>(p[1]);
+                   const auto* h = static_cast<const std::uint8_t*>(p[2]);
+                   for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<std::uint8_t>(x[i] + h[i]);
+                 },
+                 *s);
+  std::vector<std::uint8_t> back(n);
+  dev.copyAsync(back.data(), b.data(), n, *s);
+  s->synchronize();
+  for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<std::uint8_t>(src[i] + 1);
+  CHECK(back == src);
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[0] != a.data());
+  CHECK(seen[1] != b.data());
+  CHECK(seen[2] == host.data());
+  CHECK(seen[3] == nullptr);
+  // A range past its allocation's end is refused before anything runs, naming the kernel.
+  CHECK_THROWS_WITH_AS(dev.launchHost("a test's sum", {{a.as<std::uint8_t>() + 1, n}}, [](const auto&) {}, *s),
+                       doctest::Contains("a test's sum buffer"), InvalidArgument);
+  // An exception in the kernel surfaces at the stream's synchronize().
+  dev.launchHost("a failing kernel", {}, [](const auto&) { ZRT_THROW(InvalidArgument, "kernel failed"); }, *s);
+  CHECK_THROWS_WITH_AS(s->synchronize(), doctest::Contains("kernel failed"), InvalidArgument);
+}
+
+TEST_CASE("host: a host kernel gets the addresses as given") {
+  MemoryLedger ledger;
+  auto dev = makeDevice("host", ledger);
+  DeviceMemory a = dev->allocate(64, MemTag::Activations);
+  auto s = dev->createStream();
+  void* seen = nullptr;
+  dev->launchHost("a test's fill", {{a.data(), 64}}, [&](const std::vector<void*>& p) {
+    seen = p[0];
+    std::memset(p[0], 7, 64);
+  }, *s);
+  s->synchronize();
+  CHECK(seen == a.data());
+  CHECK(a.as<std::uint8_t>()[63] == 7);
+}
+
 TEST_CASE("host-strict: a wait on an event orders two delayed streams") {
   MemoryLedger ledger;
   StrictDevice dev(ledger, 1 << 24, 20ms);

@@ -129,18 +129,13 @@ std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
   if (!o.deviceMem.empty())
     spec = (spec.rfind("host-strict", 0) == 0 ? "host-strict:" : "host:") +
            std::to_string(parseBytes(o.deviceMem, "--device-mem"));
-  // The model's forward and backward are CPU code reading device memory directly; its CUDA path
-  // comes with the GPU issue, so a cuda device would hand it pointers it cannot read.
+  // The model's layers are host code: on host-strict they run as host kernels on the device's
+  // stream over its private aliases; a GPU has no host kernels, and the layers have no CUDA
+  // kernels yet.
   if (spec.rfind("cuda", 0) == 0)
     ZRT_THROW(InvalidArgument, "--device cuda", o.device.empty() ? " (from the config's zrt.device)" : "",
-              ": not available yet (the model's CUDA path comes with the GPU issue); use --device host");
-  // The strict host device faults on any host access to device memory; the Engine keeps off it,
-  // but the model's forward and backward still read and write it from the host.
-  if (spec.rfind("host-strict", 0) == 0)
-    ZRT_THROW(InvalidArgument, "--device host-strict", o.device.empty() ? " (from the config's zrt.device)" : "",
-              ": not available yet: the model's forward and backward read and write device memory from "
-              "the host (the Engine itself runs on host-strict; the model's device path is issue 30). "
-              "Use --device host");
+              ": not available yet: the model's layers have no CUDA kernels (the Engine itself runs on "
+              "cuda; the model runs on host and host-strict)");
   return spec;
 }
 

@@ -89,9 +89,10 @@ TEST_CASE("gpt2: gpt2ActivationBytes is what the model charges to the ledger's a
   // Block: ln1, atty, xmid, ln2 4·128, qkv 384, att 128, fch and fchg 2·512, four n-sized 4·16 =
   // 2112; residual stream x_0, x_1 256; lnf 128, meanf and rstdf 32, logits 8·256 = 2048, rowLoss
   // 16 = 2224; backward: dres, dln, datty, lnTmp 4·128, dqkv 384, dfch 512, datt 128, wte's head
-  // gradient 256·16 = 4096, ones 16 = 5648. 10240 floats.
+  // gradient 256·16 = 4096, ones 16 = 5648; the inputs' and targets' 8 bytes each and the loss's
+  // double, 16 floats each = 48. 10288 floats.
   const Gpt2Shape tiny{.layers = 1, .hidden = 16, .heads = 2, .seqLen = 8, .vocab = 256};
-  CHECK(gpt2ActivationBytes(tiny, {}, 1, DType::F32).device == 10240 * 4);
+  CHECK(gpt2ActivationBytes(tiny, {}, 1, DType::F32).device == 10288 * 4);
   CHECK(gpt2ActivationBytes(tiny, {}, 1, DType::F32).pinnedHost == 0);
 
   const Gpt2Shape shape{.layers = 2, .hidden = 32, .heads = 4, .seqLen = 16, .vocab = 256};

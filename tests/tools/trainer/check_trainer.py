@@ -30,6 +30,14 @@
       step 1). A missing checkpoint exits 2; another --hidden, and another --heads (every weight's
       shape the same), exit 2 naming the field the checkpoint records; another model's safetensors
       file exits 2 with the engine's message.
+  check_trainer.py --mode strict --configs DIR -- MPIEXEC... ZRT_TRAIN
+      Two ranks on the strict simulated device (--device host-strict: device memory the host
+      cannot touch, every stream task delayed 50 us) against the same run on `host`: the main job
+      (stage 3, optimizer and parameters on NVMe), stage 0 with accumulation, stage 1 in fp16,
+      stage 2 in bf16 with activation checkpointing offloaded to pinned memory, LoRA at stage 3
+      with the parameters on the CPU, and a stage-2 run saved on `host` and resumed on the strict
+      device. Every step's loss, grad norm, loss scale and validation loss must be the same bits:
+      the layers run the same code, as host kernels on the device's stream.
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -446,16 +454,112 @@ def checkpoints(a):
     return failures
 
 
+def strict(a):
+    """The same runs on `host` and on `host-strict`, bit for bit."""
+    steps = 6
+    extra = ["--eval-every", "3", "--eval-batches", "1"]
+    keys = ("loss", "grad_norm", "loss_scale", "lr", "skipped", "val_loss")
+    failures = []
+
+    def config(name, **changes):
+        with open(os.path.join(a.configs, name)) as f:
+            c = json.load(f)
+        c.update(changes)
+        return c
+
+    fp16 = config("stage1.json", fp16={"enabled": True, "initial_scale_power": 12})
+    bf16 = config("stage2.json", bf16={"enabled": True})
+    # (label, config, flags, NVMe)
+    cases = [
+        ("the main job: stage 3, optimizer and parameters on NVMe", config("stage3_nvme_offload.json"), [], True),
+        ("stage 0, accumulation 2", config("stage0.json"), [], False),
+        ("stage 1, fp16", fp16, [], False),
+        ("stage 2, bf16, activation checkpoints offloaded", bf16,
+         ["--activation-checkpointing", "--checkpoint-offload"], False),
+        ("stage 3, parameters on the CPU, LoRA on qkv and fc", config("stage3_cpu_offload.json"),
+         ["--lora-rank", "4", "--lora-targets", "qkv,fc"], False),
+    ]
+    strict_env = dict(os.environ, ZRT_STRICT_STREAM_DELAY_US="50")
+    with tempfile.TemporaryDirectory() as work:
+        def runs(label, c, flags, nvme, index):
+            d = os.path.join(work, f"case{index}")
+            os.makedirs(d)
+            z = c.get("zero_optimization", {})
+            for key in ("offload_optimizer", "offload_param"):
+                if nvme and "nvme_path" in (z.get(key) or {}):
+                    z[key]["nvme_path"] = d
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(c, f)
+            out = {}
+            for device in ("host", "host-strict"):
+                log = os.path.join(d, device + ".jsonl")
+                args = ["--config", path, "--steps", str(steps), "--json-log", log, "--progress", "off",
+                        "--device", device] + TINY + extra + flags
+                rc, text, cmd = run(a.mpiexec, 2, a.trainer, args,
+                                    env=strict_env if device == "host-strict" else None)
+                if rc != 0:
+                    return [f"{label} on {device}: exit {rc}: {' '.join(cmd)}\n{text}"]
+                if f"device {device}" not in text:
+                    return [f"{label}: the banner does not name device {device}:\n{text}"]
+                with open(log) as f:
+                    out[device] = [json.loads(line) for line in f][:-1]
+            return compare(label, out["host"], out["host-strict"])
+
+        def compare(label, want, got):
+            bad = []
+            if [r["step"] for r in got] != [r["step"] for r in want] or not want:
+                return [f"{label}: steps {[r['step'] for r in got]} on host-strict, {[r['step'] for r in want]} on host"]
+            if want[0]["loss"] == want[-1]["loss"]:
+                bad.append(f"{label}: the loss did not change on host: nothing compared")
+            for w, g in zip(want, got):
+                for key in keys:
+                    if w.get(key) != g.get(key):
+                        bad.append(f"{label} step {w['step']} {key}: {g.get(key)!r} on host-strict, "
+                                   f"{w.get(key)!r} on host")
+            print(f"== {label}: {len(want)} steps, host-strict == host"
+                  + ("" if bad else f" (last loss {want[-1]['loss']!r})"))
+            return bad
+
+        for i, (label, c, flags, nvme) in enumerate(cases):
+            failures += runs(label, c, flags, nvme, i)
+
+        # Saved on host after 3 steps, resumed on host-strict for 3 more: the steps after the save
+        # are those of the host run that never stopped.
+        d = os.path.join(work, "resume")
+        os.makedirs(d)
+        path = os.path.join(d, "config.json")
+        with open(path, "w") as f:
+            json.dump(config("stage2.json"), f)
+        common = ["--config", path, "--progress", "off"] + TINY
+        logs = {}
+        for name, device, args, env in (
+                ("straight", "host", ["--steps", str(steps)], None),
+                ("saved", "host", ["--steps", "3", "--save-dir", os.path.join(d, "ckpt")], None),
+                ("resumed", "host-strict", ["--steps", str(steps), "--save-dir", os.path.join(d, "ckpt"),
+                                            "--resume"], strict_env)):
+            log = os.path.join(d, name + ".jsonl")
+            rc, text, cmd = run(a.mpiexec, 2, a.trainer, common + args + ["--device", device, "--json-log", log],
+                                env=env)
+            if rc != 0:
+                failures.append(f"resume: {name} on {device}: exit {rc}: {' '.join(cmd)}\n{text}")
+                return failures
+            with open(log) as f:
+                logs[name] = [json.loads(line) for line in f][:-1]
+        failures += compare("saved on host at step 3, resumed on host-strict", logs["straight"][3:], logs["resumed"])
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["equivalence", "learns", "errors", "checkpoints"], required=True)
+    ap.add_argument("--mode", choices=["equivalence", "learns", "errors", "checkpoints", "strict"], required=True)
     ap.add_argument("--configs", required=True)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     a.mpiexec, a.trainer = command[:-1], command[-1]
     failures = {"equivalence": equivalence, "learns": learns, "errors": errors,
-                "checkpoints": checkpoints}[a.mode](a)
+                "checkpoints": checkpoints, "strict": strict}[a.mode](a)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

@@ -73,6 +73,12 @@ struct ActivationBuffers {
   float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
         *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr,
         *loraDu = nullptr;
+  // The micro-batch's inputs and targets (bytes) and the mean loss (a double), on the device
+  // too: the layers read and write nothing else, so on a GPU they need no host memory.
+  float *inputWords = nullptr, *targetWords = nullptr, *lossWords = nullptr;
+  std::uint8_t* inputs() const { return reinterpret_cast<std::uint8_t*>(inputWords); }
+  std::uint8_t* targets() const { return reinterpret_cast<std::uint8_t*>(targetWords); }
+  double* loss() const { return reinterpret_cast<double*>(lossWords); }
 
   // Records each buffer with `dev` (device memory) or `pinned` (offloaded checkpoints).
   void carve(const Gpt2Shape& s, const Gpt2Options& options, int maxBatch, bool wteTrainable, Carver& dev,
@@ -124,6 +130,9 @@ struct ActivationBuffers {
     dev.add(&lnTmp, nc);
     if (wteTrainable) dev.add(&dwteHead, static_cast<std::size_t>(s.vocab) * s.hidden);
     dev.add(&ones, n);
+    dev.add(&inputWords, (n + sizeof(float) - 1) / sizeof(float));
+    dev.add(&targetWords, (n + sizeof(float) - 1) / sizeof(float));
+    dev.add(&lossWords, sizeof(double) / sizeof(float));
   }
 };
 
@@ -174,12 +183,18 @@ struct Gpt2::Impl : ActivationBuffers {
   float loraScale = 0;
   // Whether wte trains: a frozen one (LoRA) skips the head's weight gradient.
   bool wteTrainable = true;
+  // Where the layers run (execute): in place on the calling thread when the host reads the
+  // device's memory (`host`: a stream's thread would only cost the OpenMP pool its warm
+  // threads), else as host kernels on `computeStream`, which reach device memory only through
+  // the addresses a launch hands them (the strict device's aliases).
+  bool inPlace;
 
   DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
   std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
+  std::unique_ptr<Stream> computeStream;
 
   Impl(const Gpt2Shape& s, Gpt2Options o, Device& d, int mb)
-      : shape(s), options(o), device(d), maxBatch(mb) {
+      : shape(s), options(o), device(d), maxBatch(mb), inPlace(d.hostReadsDeviceMemory()) {
     validate(s);
     if (mb < 1) ZRT_THROW(InvalidArgument, "gpt2: maxBatch must be at least 1, got ", mb);
     if (o.checkpointOffload && !o.activationCheckpointing)
@@ -203,6 +218,7 @@ struct Gpt2::Impl : ActivationBuffers {
       }
     }
     maxModuleFloats = widestModuleFloats(spec);
+    if (!inPlace) computeStream = device.createStream();
     allocate();
     k::initThreads();
     warnAboutBlasKernels();
@@ -236,7 +252,6 @@ struct Gpt2::Impl : ActivationBuffers {
   }
 
   void allocate() {
-    const std::size_t n = static_cast<std::size_t>(maxBatch) * T;
     Carver dev, pinned;
     const bool offload = options.checkpointOffload;
     carve(shape, options, maxBatch, wteTrainable, dev, pinned);
@@ -247,11 +262,76 @@ struct Gpt2::Impl : ActivationBuffers {
       pinned.assign(pinnedActs.as<float>());
       stream = device.createStream();
     }
-    std::fill(ones, ones + n, 1.0f);
+    const std::size_t n = static_cast<std::size_t>(maxBatch) * T;
+    compute("gpt2 set-up", 0, {}, {}, [&](const ActivationBuffers& A, const auto&, const auto&) {
+      std::fill(A.ones, A.ones + n, 1.0f);
+    });
   }
 
-  float* x(int k) const { return options.checkpointOffload ? res[k % 2] : res[k]; }
-  BlockActs& acts(int block) { return options.activationCheckpointing ? blocks[0] : blocks[block]; }
+  // Runs kernel(addresses of `buffers`) to completion where the layers run: in place, or as a
+  // host kernel on the compute stream, waited for (so `kernel` may capture the caller's locals,
+  // and a module's parameters and gradients are final once it returns, as release() and
+  // backwardDone() need).
+  void execute(const char* what, std::vector<Device::KernelBuffer> buffers,
+               const Device::HostKernel& kernel) {
+    if (inPlace) {
+      std::vector<void*> addresses;
+      addresses.reserve(buffers.size());
+      for (const auto& b : buffers) addresses.push_back(const_cast<void*>(b.data));
+      kernel(addresses);
+      return;
+    }
+    device.launchHost(what, std::move(buffers), kernel, *computeStream);
+    computeStream->synchronize();
+  }
+
+  // A copy between host and device memory, finished when it returns.
+  void copy(void* dst, const void* src, std::size_t bytes) {
+    if (inPlace) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    device.copyAsync(dst, src, bytes, *computeStream);
+    computeStream->synchronize();
+  }
+
+  // The activation plan carved at `base`, the address a host kernel reaches deviceActs by.
+  ActivationBuffers at(float* base) const {
+    ActivationBuffers r;
+    Carver dev, pinned;
+    r.carve(shape, options, maxBatch, wteTrainable, dev, pinned);
+    dev.assign(base);
+    if (pinnedActs) pinned.assign(pinnedActs.as<float>());
+    return r;
+  }
+
+  // f(A, p, g) to completion (execute): A the activation buffers, p and g module m's parameters
+  // and gradients (fp32; a null gradient stays null), all as the running thread reaches them.
+  template <class F>
+  void compute(const char* what, std::size_t m, const std::vector<const float*>& p,
+               const std::vector<float*>& g, const F& f) {
+    std::vector<Device::KernelBuffer> buffers{{deviceActs.data(), deviceActs.bytes()}};
+    for (std::size_t i = 0; i < p.size(); ++i) buffers.push_back({p[i], numels[m][i] * sizeof(float)});
+    for (std::size_t i = 0; i < g.size(); ++i) buffers.push_back({g[i], g[i] ? numels[m][i] * sizeof(float) : 0});
+    execute(what, std::move(buffers), [&](const std::vector<void*>& a) {
+      ActivationBuffers moved;
+      const ActivationBuffers* A = this;
+      if (!inPlace) {
+        moved = at(static_cast<float*>(a[0]));
+        A = &moved;
+      }
+      std::vector<const float*> pa(p.size());
+      std::vector<float*> ga(g.size());
+      for (std::size_t i = 0; i < p.size(); ++i) pa[i] = static_cast<const float*>(a[1 + i]);
+      for (std::size_t i = 0; i < g.size(); ++i) ga[i] = static_cast<float*>(a[1 + p.size() + i]);
+      f(*A, pa, ga);
+    });
+  }
+
+  float* x(const ActivationBuffers& A, int k) const { return options.checkpointOffload ? A.res[k % 2] : A.res[k]; }
+  const BlockActs& acts(const ActivationBuffers& A, int block) const {
+    return options.activationCheckpointing ? A.blocks[0] : A.blocks[block];
+  }
 
   std::string moduleName(std::size_t m) const {
     if (m == 0) return "embed";
@@ -270,12 +350,44 @@ struct Gpt2::Impl : ActivationBuffers {
     }
   }
 
+  // 16-bit tensors to or from their fp32 copies in a scratch, in one kernel: `wide[i]` is the
+  // fp32 side of refs[i] (skipped where null or where refs[i] is fp32 itself).
+  void convert(const char* what, const std::vector<TensorRef>& refs, const std::vector<float*>& wide,
+               bool widen) {
+    std::vector<Device::KernelBuffer> buffers;
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      if (!wide[i] || !refs[i].data || refs[i].dtype == DType::F32) continue;
+      which.push_back(i);
+      buffers.push_back({refs[i].data, refs[i].numel * sizeof(std::uint16_t)});
+      buffers.push_back({wide[i], refs[i].numel * sizeof(float)});
+    }
+    if (which.empty()) return;
+    execute(what, std::move(buffers), [&](const std::vector<void*>& a) {
+      for (std::size_t w = 0; w < which.size(); ++w) {
+        const TensorRef& r = refs[which[w]];
+        auto* bits = static_cast<std::uint16_t*>(a[2 * w]);
+        float* f = static_cast<float*>(a[2 * w + 1]);
+        const auto count = static_cast<std::int64_t>(r.numel);
+        const bool bf16 = r.dtype == DType::BF16;
+        if (widen) {
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
+          for (std::int64_t j = 0; j < count; ++j) f[j] = bf16 ? bf16ToFloat(bits[j]) : halfToFloat(bits[j]);
+        } else {
+#pragma omp parallel for schedule(static) if (k::worthThreads(count))
+          for (std::int64_t j = 0; j < count; ++j) bits[j] = bf16 ? floatToBf16(f[j]) : floatToHalf(f[j]);
+        }
+      }
+    });
+  }
+
   // Module m's parameters as fp32: the source's own memory when it holds fp32, else widened
   // into a scratch shared by all modules (one module is read at a time).
   std::vector<const float*> params(ParameterSource& src, std::size_t m) {
     const std::vector<TensorRef> refs = src.parameters(m);
     checkRefs(m, refs, "parameters");
     std::vector<const float*> out(refs.size());
+    std::vector<float*> wide(refs.size(), nullptr);
     std::size_t offset = 0;
     for (std::size_t i = 0; i < refs.size(); ++i) {
       const TensorRef& r = refs[i];
@@ -286,19 +398,11 @@ struct Gpt2::Impl : ActivationBuffers {
         out[i] = static_cast<const float*>(r.data);
         continue;
       }
-      float* dst = wideScratch(wideParams) + offset;
+      wide[i] = wideScratch(wideParams) + offset;
       offset += roundUp(r.numel);
-      const auto* bits = static_cast<const std::uint16_t*>(r.data);
-      const auto count = static_cast<std::int64_t>(r.numel);
-      if (r.dtype == DType::BF16) {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
-        for (std::int64_t j = 0; j < count; ++j) dst[j] = bf16ToFloat(bits[j]);
-      } else {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
-        for (std::int64_t j = 0; j < count; ++j) dst[j] = halfToFloat(bits[j]);
-      }
-      out[i] = dst;
+      out[i] = wide[i];
     }
+    convert("gpt2 parameter widening", refs, wide, true);
     return out;
   }
 
@@ -331,20 +435,7 @@ struct Gpt2::Impl : ActivationBuffers {
   }
 
   void finishGrads(ParameterSource& src, std::size_t m, const Grads& g) {
-    for (std::size_t i = 0; i < g.refs.size(); ++i) {
-      const TensorRef& r = g.refs[i];
-      if (!r.data || r.dtype == DType::F32) continue;
-      auto* bits = static_cast<std::uint16_t*>(r.data);
-      const float* from = g.ptr[i];
-      const auto count = static_cast<std::int64_t>(r.numel);
-      if (r.dtype == DType::BF16) {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
-        for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToBf16(from[j]);
-      } else {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
-        for (std::int64_t j = 0; j < count; ++j) bits[j] = floatToHalf(from[j]);
-      }
-    }
+    convert("gpt2 gradient rounding", g.refs, g.ptr, false);
     src.backwardDone(m);
   }
 
@@ -393,8 +484,8 @@ struct Gpt2::Impl : ActivationBuffers {
   }
 
   // Target t's adapter path added onto its layer's output y (y null: only its kept x A^T).
-  void adapt(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const float* x, float* y,
-             k::Span rows) {
+  void adapt(LoraTarget t, const BlockActs& a, const std::vector<const float*>& p, const float* x, float* y,
+             k::Span rows) const {
     const int ia = loraA[static_cast<int>(t)];
     if (ia < 0) return;
     k::loraForward(y, a.loraU[static_cast<int>(t)], x, p[ia], p[ia + 1], loraScale, rows,
@@ -405,22 +496,23 @@ struct Gpt2::Impl : ActivationBuffers {
   // gradient, already holding the base layer's part, on this thread's rows) gains the adapter's
   // part. Every row of dy must be final; it has a barrier inside (all threads reach it, as every
   // thread sees the same targets).
-  void adaptBack(LoraTarget t, BlockActs& a, const std::vector<const float*>& p, const std::vector<float*>& g,
-                 const float* dy, const float* x, float* dx, int n, k::Span rows) {
+  void adaptBack(LoraTarget t, const ActivationBuffers& A, const BlockActs& a, const std::vector<const float*>& p,
+                 const std::vector<float*>& g, const float* dy, const float* x, float* dx, int n,
+                 k::Span rows) const {
     const int ia = loraA[static_cast<int>(t)];
     if (ia < 0) return;
     const int in = static_cast<int>(inFeatures(t, C)), out = static_cast<int>(outFeatures(t, C));
     const int r = options.lora.rank;
-    k::loraDu(loraDu, dy, p[ia + 1], loraScale, rows, out, r);
+    k::loraDu(A.loraDu, dy, p[ia + 1], loraScale, rows, out, r);
 #pragma omp barrier
-    k::loraParamGrads(g[ia], g[ia + 1], dy, x, a.loraU[static_cast<int>(t)], loraDu, loraScale, n,
+    k::loraParamGrads(g[ia], g[ia + 1], dy, x, a.loraU[static_cast<int>(t)], A.loraDu, loraScale, n,
                       in, out, r);
-    k::loraInputGrad(dx, loraDu, p[ia], rows, in, r);
+    k::loraInputGrad(dx, A.loraDu, p[ia], rows, in, r);
   }
 
   // On every thread of a region (blockWorthThreads).
-  void blockForward(BlockActs& a, const std::vector<const float*>& p, const float* in,
-                    float* out, int batch) {
+  void blockForward(const BlockActs& a, const std::vector<const float*>& p, const float* in,
+                    float* out, int batch) const {
     const Share s = share(batch);
     k::layerNormForward(a.ln1, a.mean1, a.rstd1, in, p[kLn1W], p[kLn1B], s.rows, C);
     k::linearForward(a.qkv, a.ln1, p[kAttnW], p[kAttnB], nullptr, s.rows, C, 3 * C);
@@ -444,42 +536,44 @@ struct Gpt2::Impl : ActivationBuffers {
     adapt(LoraTarget::MlpProj, a, p, a.fchg, out, s.rows);
   }
 
-  // On every thread of a region. dres holds d loss / d (block output) on entry and d loss /
+  // On every thread of a region. A.dres holds d loss / d (block output) on entry and d loss /
   // d (block input) on return. Between barriers, what a phase's weight gradients read (every
   // row) is what no thread writes in that phase.
-  void blockBackward(BlockActs& a, const std::vector<const float*>& p,
-                     const std::vector<float*>& g, const float* in, int batch) {
+  void blockBackward(const ActivationBuffers& A, const BlockActs& a, const std::vector<const float*>& p,
+                     const std::vector<float*>& g, const float* in, int batch) const {
     const int n = batch * T;
     const Share s = share(batch);
-    k::linearParamGrads(g[kFcProjW], g[kFcProjB], dres, a.fchg, ones, n, 4 * C, C);
-    k::linearInputGrad(dfch, dres, p[kFcProjW], s.rows, 4 * C, C, false);
-    adaptBack(LoraTarget::MlpProj, a, p, g, dres, a.fchg, dfch, n, s.rows);
-    k::geluBackward(dfch, a.fch, s.rows, 4 * C);
+    k::linearParamGrads(g[kFcProjW], g[kFcProjB], A.dres, a.fchg, A.ones, n, 4 * C, C);
+    k::linearInputGrad(A.dfch, A.dres, p[kFcProjW], s.rows, 4 * C, C, false);
+    adaptBack(LoraTarget::MlpProj, A, a, p, g, A.dres, a.fchg, A.dfch, n, s.rows);
+    k::geluBackward(A.dfch, a.fch, s.rows, 4 * C);
 #pragma omp barrier
-    k::linearParamGrads(g[kFcW], g[kFcB], dfch, a.ln2, ones, n, C, 4 * C);
-    k::linearInputGrad(dln, dfch, p[kFcW], s.rows, C, 4 * C, false);
-    adaptBack(LoraTarget::Fc, a, p, g, dfch, a.ln2, dln, n, s.rows);
-    k::layerNormBackward(dres, lnTmp, dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, s.rows, C);
+    k::linearParamGrads(g[kFcW], g[kFcB], A.dfch, a.ln2, A.ones, n, C, 4 * C);
+    k::linearInputGrad(A.dln, A.dfch, p[kFcW], s.rows, C, 4 * C, false);
+    adaptBack(LoraTarget::Fc, A, a, p, g, A.dfch, a.ln2, A.dln, n, s.rows);
+    k::layerNormBackward(A.dres, A.lnTmp, A.dln, a.xmid, p[kLn2W], a.mean2, a.rstd2, s.rows, C);
 #pragma omp barrier
-    k::layerNormParamGrads(g[kLn2W], g[kLn2B], dln, lnTmp, ones, n, C);
-    k::linearParamGrads(g[kProjW], g[kProjB], dres, a.atty, ones, n, C, C);
-    k::linearInputGrad(datty, dres, p[kProjW], s.rows, C, C, false);
-    adaptBack(LoraTarget::Proj, a, p, g, dres, a.atty, datty, n, s.rows);
+    k::layerNormParamGrads(g[kLn2W], g[kLn2B], A.dln, A.lnTmp, A.ones, n, C);
+    k::linearParamGrads(g[kProjW], g[kProjB], A.dres, a.atty, A.ones, n, C, C);
+    k::linearInputGrad(A.datty, A.dres, p[kProjW], s.rows, C, C, false);
+    adaptBack(LoraTarget::Proj, A, a, p, g, A.dres, a.atty, A.datty, n, s.rows);
     if (!s.wholeSequences) {
 #pragma omp barrier
     }
-    k::attentionBackward(dqkv, datt, datty, a.qkv, a.att, s.pairs, T, C, H);
+    k::attentionBackward(A.dqkv, A.datt, A.datty, a.qkv, a.att, s.pairs, T, C, H);
 #pragma omp barrier
-    k::linearParamGrads(g[kAttnW], g[kAttnB], dqkv, a.ln1, ones, n, C, 3 * C);
-    k::linearInputGrad(dln, dqkv, p[kAttnW], s.rows, C, 3 * C, false);
-    adaptBack(LoraTarget::Qkv, a, p, g, dqkv, a.ln1, dln, n, s.rows);
-    k::layerNormBackward(dres, lnTmp, dln, in, p[kLn1W], a.mean1, a.rstd1, s.rows, C);
+    k::linearParamGrads(g[kAttnW], g[kAttnB], A.dqkv, a.ln1, A.ones, n, C, 3 * C);
+    k::linearInputGrad(A.dln, A.dqkv, p[kAttnW], s.rows, C, 3 * C, false);
+    adaptBack(LoraTarget::Qkv, A, a, p, g, A.dqkv, a.ln1, A.dln, n, s.rows);
+    k::layerNormBackward(A.dres, A.lnTmp, A.dln, in, p[kLn1W], a.mean1, a.rstd1, s.rows, C);
 #pragma omp barrier
-    k::layerNormParamGrads(g[kLn1W], g[kLn1B], dln, lnTmp, ones, n, C);
+    k::layerNormParamGrads(g[kLn1W], g[kLn1B], A.dln, A.lnTmp, A.ones, n, C);
   }
 
   enum class Mode { Train, Loss, Logits };
 
+  // Module m's parameters are released once the layers reading them have finished (execute
+  // waits for them).
   double run(ParameterSource& src, const std::uint8_t* inputs, const std::uint8_t* targets,
              int batch, double seed, Mode mode, float* logitsOut) {
     checkBatch(inputs, targets, batch);
@@ -488,11 +582,16 @@ struct Gpt2::Impl : ActivationBuffers {
     const bool train = mode == Mode::Train;
     const bool offload = options.checkpointOffload;
     const std::size_t lnfModule = static_cast<std::size_t>(L) + 1;
+    const bool elementwiseThreads = k::worthThreads(static_cast<std::int64_t>(n) * C);
 
+    copy(this->inputs(), inputs, static_cast<std::size_t>(n));
+    if (targets) copy(this->targets(), targets, static_cast<std::size_t>(n));
     {
       const auto p = params(src, 0);
-      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C),
-             [&] { k::embeddingForward(x(0), inputs, p[0], p[1], share(batch).rows, T, C); });
+      compute("gpt2 embedding forward", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+        onTeam(elementwiseThreads,
+               [&] { k::embeddingForward(x(A, 0), A.inputs(), pa[0], pa[1], share(batch).rows, T, C); });
+      });
       src.release(0);
     }
     for (int b = 0; b < L; ++b) {
@@ -500,16 +599,20 @@ struct Gpt2::Impl : ActivationBuffers {
         // x(b + 1) reuses the slot of x_{b-1}, whose copy out was queued one block ago; x_b's
         // copy overlaps this block's compute.
         stream->synchronize();
-        device.copyAsync(resHost[b], x(b), ncBytes, *stream);
+        device.copyAsync(resHost[b], x(*this, b), ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      onTeam(blockWorthThreads(n), [&] { blockForward(acts(b), p, x(b), x(b + 1), batch); });
+      compute("gpt2 block forward", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+        onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), x(A, b + 1), batch); });
+      });
       src.release(b + 1);
     }
     {
       const auto p = params(src, lnfModule);
-      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
-        k::layerNormForward(lnf, meanf, rstdf, x(L), p[0], p[1], share(batch).rows, C);
+      compute("gpt2 ln_f forward", lnfModule, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+        onTeam(elementwiseThreads, [&] {
+          k::layerNormForward(A.lnf, A.meanf, A.rstdf, x(A, L), pa[0], pa[1], share(batch).rows, C);
+        });
       });
       src.release(lnfModule);
     }
@@ -518,25 +621,28 @@ struct Gpt2::Impl : ActivationBuffers {
     double loss = 0;
     {
       const auto p = params(src, 0);
-      const float* wte = p[0];
-      onTeam(k::worthThreads(n, V, C), [&] {
-        k::gemm(false, true, n, V, C, 1.0f, lnf, C, wte, C, 0.0f, logits, V);
-        if (mode == Mode::Logits) return;
+      compute("gpt2 head", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+        const float* wte = pa[0];
+        onTeam(k::worthThreads(n, V, C), [&] {
+          k::gemm(false, true, n, V, C, 1.0f, A.lnf, C, wte, C, 0.0f, A.logits, V);
+          if (mode == Mode::Logits) return;
 #pragma omp barrier
-        const k::Span rows = share(batch).rows;
-        k::crossEntropyForward(logits, rowLoss, targets, rows, V);
-        if (!train) return;
-        k::crossEntropyBackward(logits, targets, rows, n, V, seed);
+          const k::Span rows = share(batch).rows;
+          k::crossEntropyForward(A.logits, A.rowLoss, A.targets(), rows, V);
+          if (!train) return;
+          k::crossEntropyBackward(A.logits, A.targets(), rows, n, V, seed);
 #pragma omp barrier
-        k::gemm(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dln, C);
-        if (wteTrainable) k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, dwteHead, C);
+          k::gemm(false, false, n, C, V, 1.0f, A.logits, V, wte, C, 0.0f, A.dln, C);
+          if (wteTrainable) k::gemm(true, false, V, C, n, 1.0f, A.logits, V, A.lnf, C, 0.0f, A.dwteHead, C);
+        });
+        if (mode != Mode::Logits) *A.loss() = k::meanLoss(A.rowLoss, n);
       });
       if (mode == Mode::Logits) {
-        std::memcpy(logitsOut, logits, static_cast<std::size_t>(n) * V * sizeof(float));
+        copy(logitsOut, logits, static_cast<std::size_t>(n) * V * sizeof(float));
         src.release(0);
         return 0;
       }
-      loss = k::meanLoss(rowLoss, n);
+      copy(&loss, this->loss(), sizeof loss);
       src.release(0);
     }
     if (!train) return loss;
@@ -544,11 +650,13 @@ struct Gpt2::Impl : ActivationBuffers {
     {
       const auto p = params(src, lnfModule);
       const Grads g = openGrads(src, lnfModule);
-      std::memset(dres, 0, ncBytes);
-      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
-        k::layerNormBackward(dres, lnTmp, dln, x(L), p[0], meanf, rstdf, share(batch).rows, C);
+      compute("gpt2 ln_f backward", lnfModule, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+        std::memset(A.dres, 0, ncBytes);
+        onTeam(elementwiseThreads, [&] {
+          k::layerNormBackward(A.dres, A.lnTmp, A.dln, x(A, L), pa[0], A.meanf, A.rstdf, share(batch).rows, C);
 #pragma omp barrier
-        k::layerNormParamGrads(g.ptr[0], g.ptr[1], dln, lnTmp, ones, n, C);
+          k::layerNormParamGrads(ga[0], ga[1], A.dln, A.lnTmp, A.ones, n, C);
+        });
       });
       finishGrads(src, lnfModule, g);
       src.release(lnfModule);
@@ -558,29 +666,35 @@ struct Gpt2::Impl : ActivationBuffers {
         // x_b is on the device: the last block's input never left its slot, the others were
         // fetched one block ago. The slot of x_{b+1}, no longer needed, takes x_{b-1}.
         stream->synchronize();
-        if (b >= 1) device.copyAsync(x(b - 1), resHost[b - 1], ncBytes, *stream);
+        if (b >= 1) device.copyAsync(x(*this, b - 1), resHost[b - 1], ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
       if (options.activationCheckpointing)
-        onTeam(blockWorthThreads(n), [&] { blockForward(acts(b), p, x(b), nullptr, batch); });
+        compute("gpt2 block recomputation", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+          onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), nullptr, batch); });
+        });
       const Grads g = openGrads(src, b + 1);
-      onTeam(blockWorthThreads(n), [&] { blockBackward(acts(b), p, g.ptr, x(b), batch); });
+      compute("gpt2 block backward", b + 1, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+        onTeam(blockWorthThreads(n), [&] { blockBackward(A, acts(A, b), pa, ga, x(A, b), batch); });
+      });
       finishGrads(src, b + 1, g);
       src.release(b + 1);
     }
     {
       const Grads g = openGrads(src, 0);
-      // wte's gradient holds both its uses: the head's part, then the lookup's rows added. The
-      // head's part was skipped for a wte registered frozen; a source that wants it anyway gets
-      // it from the probabilities' gradient, still in `logits`.
-      if (g.ptr[0] && wteTrainable)
-        std::memcpy(g.ptr[0], dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
-      onTeam(k::worthThreads(static_cast<std::int64_t>(n) * C), [&] {
-        if (g.ptr[0] && !wteTrainable) {
-          k::gemm(true, false, V, C, n, 1.0f, logits, V, lnf, C, 0.0f, g.ptr[0], C);
+      compute("gpt2 embedding backward", 0, {}, g.ptr, [&](const ActivationBuffers& A, const auto&, const auto& ga) {
+        // wte's gradient holds both its uses: the head's part, then the lookup's rows added.
+        // The head's part was skipped for a wte registered frozen; a source that wants it anyway
+        // gets it from the probabilities' gradient, still in `logits`.
+        if (ga[0] && wteTrainable)
+          std::memcpy(ga[0], A.dwteHead, static_cast<std::size_t>(V) * C * sizeof(float));
+        onTeam(elementwiseThreads, [&] {
+          if (ga[0] && !wteTrainable) {
+            k::gemm(true, false, V, C, n, 1.0f, A.logits, V, A.lnf, C, 0.0f, ga[0], C);
 #pragma omp barrier
-        }
-        k::embeddingBackward(g.ptr[0], g.ptr[1], dres, inputs, batch, T, C);
+          }
+          k::embeddingBackward(ga[0], ga[1], A.dres, A.inputs(), batch, T, C);
+        });
       });
       finishGrads(src, 0, g);
     }
