@@ -129,13 +129,6 @@ std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
   if (!o.deviceMem.empty())
     spec = (spec.rfind("host-strict", 0) == 0 ? "host-strict:" : "host:") +
            std::to_string(parseBytes(o.deviceMem, "--device-mem"));
-  // The model's layers are host code: on host-strict they run as host kernels on the device's
-  // stream over its private aliases; a GPU has no host kernels, and the layers have no CUDA
-  // kernels yet.
-  if (spec.rfind("cuda", 0) == 0)
-    ZRT_THROW(InvalidArgument, "--device cuda", o.device.empty() ? " (from the config's zrt.device)" : "",
-              ": not available yet: the model's layers have no CUDA kernels (the Engine itself runs on "
-              "cuda; the model runs on host and host-strict)");
   return spec;
 }
 

@@ -99,18 +99,14 @@ TEST_CASE("--resume: its own directory, else --save-dir; absent: not resuming") 
   CHECK_THROWS_AS(parse({"--save-every", "0", "--save-dir", "/x"}), CLI::ValidationError);
 }
 
-TEST_CASE("the device: the config's, overridden by --device and --device-mem; host-strict taken, cuda not yet") {
+TEST_CASE("the device: the config's, overridden by --device and --device-mem; host-strict and cuda taken") {
   CHECK(deviceSpecFor(parse({}), "host:1073741824") == "host:1073741824");
   CHECK(deviceSpecFor(parse({"--device-mem", "2G"}), "host:1073741824") == "host:2147483648");
   CHECK(deviceSpecFor(parse({"--device", "host"}), "host:1024") == "host:1024");
   CHECK(deviceSpecFor(parse({"--device", "host"}), "cuda") == "host");
-  CHECK_THROWS_WITH_AS(deviceSpecFor(parse({"--device", "cuda"}), "host"),
-                       doctest::Contains("--device cuda: not available yet"), zrt::InvalidArgument);
-  CHECK_THROWS_WITH_AS(deviceSpecFor(parse({}), "cuda:0"),
-                       doctest::Contains("from the config's zrt.device"), zrt::InvalidArgument);
-  CHECK_THROWS_WITH_AS(deviceSpecFor(parse({"--device", "cuda"}), "host"),
-                       doctest::Contains("the model's layers have no CUDA kernels"), zrt::InvalidArgument);
-  // The strict host device runs the model's layers as host kernels on its streams.
+  CHECK(deviceSpecFor(parse({"--device", "cuda"}), "host") == "cuda");
+  CHECK(deviceSpecFor(parse({}), "cuda:1") == "cuda:1");
+  CHECK(deviceSpecFor(parse({"--device", "cuda"}), "cuda:1") == "cuda:1");
   CHECK(deviceSpecFor(parse({"--device", "host-strict"}), "host") == "host-strict");
   CHECK(deviceSpecFor(parse({"--device-mem", "1G"}), "host-strict:1024") == "host-strict:1073741824");
   CHECK(deviceSpecFor(parse({"--device", "host"}), "host-strict:1024") == "host");

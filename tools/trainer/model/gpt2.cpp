@@ -10,9 +10,12 @@
 #include <cstring>
 #include <string>
 
+#include "core/build_config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "tools/trainer/model/blas_core.h"
+#include "tools/trainer/model/gpt2_buffers.h"
+#include "tools/trainer/model/gpt2_gpu_layers.h"
 #include "tools/trainer/model/gpt2_kernels.h"
 
 namespace zrt::trainer {
@@ -20,121 +23,6 @@ namespace zrt::trainer {
 namespace k = kernels;
 
 namespace {
-
-// A block's parameters, in registration order (gpt2_spec.cpp); with LoRA the adapters follow,
-// lora_A then lora_B for each target in LoraConfig::targets.
-enum BlockParam : int {
-  kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB,
-  kNumBlockBaseParams,
-};
-
-// Buffers are carved from one allocation; 64-byte starts keep every row loop aligned for SIMD.
-constexpr std::size_t kAlignFloats = 16;
-std::size_t roundUp(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-
-// Records (pointer, size) requests, then points each into one block of memory.
-class Carver {
- public:
-  void add(float** dst, std::size_t count) { items_.push_back({dst, count}); }
-  std::size_t totalFloats() const {
-    std::size_t t = 0;
-    for (const auto& i : items_) t += roundUp(i.count);
-    return t;
-  }
-  void assign(float* base) {
-    for (const auto& i : items_) {
-      *i.dst = base;
-      base += roundUp(i.count);
-    }
-  }
-
- private:
-  struct Item {
-    float** dst;
-    std::size_t count;
-  };
-  std::vector<Item> items_;
-};
-
-// What a block keeps from forward for its backward.
-struct BlockActs {
-  float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *xmid, *ln2, *mean2, *rstd2, *fch, *fchg;
-  float* loraU[kNumLoraTargets] = {};  // x A^T of each adapted layer (LoRA only)
-};
-
-// Every activation buffer of the model, and the one plan that carves them: the model allocates
-// by it and gpt2ActivationBytes() counts by it, so the two cannot drift apart.
-struct ActivationBuffers {
-  std::vector<BlockActs> blocks;  // one per block, or one shared when checkpointing
-  std::vector<float*> res;        // residual stream x_0 .. x_L (offload: two device slots)
-  std::vector<float*> resHost;    // offload: x_0 .. x_{L-1} in pinned memory
-  float *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr,
-        *rowLoss = nullptr;
-  float *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dfch = nullptr,
-        *datt = nullptr, *lnTmp = nullptr, *dwteHead = nullptr, *ones = nullptr,
-        *loraDu = nullptr;
-  // The micro-batch's inputs and targets (bytes) and the mean loss (a double), on the device
-  // too: the layers read and write nothing else, so on a GPU they need no host memory.
-  float *inputWords = nullptr, *targetWords = nullptr, *lossWords = nullptr;
-  std::uint8_t* inputs() const { return reinterpret_cast<std::uint8_t*>(inputWords); }
-  std::uint8_t* targets() const { return reinterpret_cast<std::uint8_t*>(targetWords); }
-  double* loss() const { return reinterpret_cast<double*>(lossWords); }
-
-  // Records each buffer with `dev` (device memory) or `pinned` (offloaded checkpoints).
-  void carve(const Gpt2Shape& s, const Gpt2Options& options, int maxBatch, bool wteTrainable, Carver& dev,
-             Carver& pinned) {
-    const std::size_t n = static_cast<std::size_t>(maxBatch) * s.seqLen;
-    const std::size_t nc = n * s.hidden;
-    const std::size_t att = static_cast<std::size_t>(maxBatch) * s.heads * s.seqLen * s.seqLen;
-    const bool ckpt = options.activationCheckpointing, offload = options.checkpointOffload;
-    // Checkpointing keeps one block's worth of activations, reused by every block in forward
-    // and by the recomputation in backward; without it each block keeps its own.
-    blocks.resize(ckpt ? 1 : s.layers);
-    for (auto& b : blocks) {
-      dev.add(&b.ln1, nc);
-      dev.add(&b.mean1, n);
-      dev.add(&b.rstd1, n);
-      dev.add(&b.qkv, 3 * nc);
-      dev.add(&b.att, att);
-      dev.add(&b.atty, nc);
-      dev.add(&b.xmid, nc);
-      dev.add(&b.ln2, nc);
-      dev.add(&b.mean2, n);
-      dev.add(&b.rstd2, n);
-      dev.add(&b.fch, 4 * nc);
-      dev.add(&b.fchg, 4 * nc);
-      for (LoraTarget t : options.lora.targets) dev.add(&b.loraU[static_cast<int>(t)], n * options.lora.rank);
-    }
-    if (options.lora.enabled()) dev.add(&loraDu, n * options.lora.rank);
-    // Offloaded, the device holds the block being computed's input and output only.
-    res.resize(offload ? 2 : s.layers + 1);
-    for (auto& r : res) dev.add(&r, nc);
-    if (offload) {
-      resHost.resize(s.layers);
-      for (auto& r : resHost) pinned.add(&r, nc);
-    }
-    dev.add(&lnf, nc);
-    dev.add(&meanf, n);
-    dev.add(&rstdf, n);
-    dev.add(&logits, n * s.vocab);
-    dev.add(&rowLoss, n);
-    // The backward pass's scratch: the activations' gradients (one block's, reused by every
-    // block) and the head's part of wte's gradient, kept until module 0's gradients are asked
-    // for at the end of backward.
-    dev.add(&dres, nc);
-    dev.add(&dln, nc);
-    dev.add(&datty, nc);
-    dev.add(&dqkv, 3 * nc);
-    dev.add(&dfch, 4 * nc);
-    dev.add(&datt, att);
-    dev.add(&lnTmp, nc);
-    if (wteTrainable) dev.add(&dwteHead, static_cast<std::size_t>(s.vocab) * s.hidden);
-    dev.add(&ones, n);
-    dev.add(&inputWords, (n + sizeof(float) - 1) / sizeof(float));
-    dev.add(&targetWords, (n + sizeof(float) - 1) / sizeof(float));
-    dev.add(&lossWords, sizeof(double) / sizeof(float));
-  }
-};
 
 // The widest module's parameters, each rounded up as the widening scratches lay them out.
 std::uint64_t widestModuleFloats(const EngineModel& spec) {
@@ -183,11 +71,12 @@ struct Gpt2::Impl : ActivationBuffers {
   float loraScale = 0;
   // Whether wte trains: a frozen one (LoRA) skips the head's weight gradient.
   bool wteTrainable = true;
-  // Where the layers run (execute): in place on the calling thread when the host reads the
-  // device's memory (`host`: a stream's thread would only cost the OpenMP pool its warm
-  // threads), else as host kernels on `computeStream`, which reach device memory only through
-  // the addresses a launch hands them (the strict device's aliases).
+  // Where the layers run: in place on the calling thread when the host reads the device's
+  // memory (`host`: a stream's thread would only cost the OpenMP pool its warm threads); as host
+  // kernels on `computeStream` (execute), which reach device memory only through the addresses
+  // a launch hands them, on the strict device; as `gpu`'s CUDA phases on a GPU.
   bool inPlace;
+  std::unique_ptr<GpuLayers> gpu;
 
   DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
   std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
@@ -219,6 +108,15 @@ struct Gpt2::Impl : ActivationBuffers {
     }
     maxModuleFloats = widestModuleFloats(spec);
     if (!inPlace) computeStream = device.createStream();
+    if (d.kind() == DeviceKind::Cuda) {
+#if ZRT_HAVE_CUDA
+      Gpt2LayerShape ls{L, C, H, T, V, {}, o.lora.rank, loraScale, wteTrainable};
+      std::copy(std::begin(loraA), std::end(loraA), ls.loraA.begin());
+      gpu = makeCudaLayers(ls, device, *computeStream);
+#else
+      ZRT_THROW(InvalidArgument, "gpt2: ", d.name(), " needs a build with CUDA");
+#endif
+    }
     allocate();
     k::initThreads();
     warnAboutBlasKernels();
@@ -263,9 +161,21 @@ struct Gpt2::Impl : ActivationBuffers {
       stream = device.createStream();
     }
     const std::size_t n = static_cast<std::size_t>(maxBatch) * T;
+    if (gpu) {
+      onGpu([&] { device.launch(fillArgs(DType::F32, ones, n, 1.0f), *computeStream); });
+      return;
+    }
     compute("gpt2 set-up", 0, {}, {}, [&](const ActivationBuffers& A, const auto&, const auto&) {
       std::fill(A.ones, A.ones + n, 1.0f);
     });
+  }
+
+  // Runs a GPU phase, queued by `queue` on the compute stream, and waits for it, as execute()
+  // does a host one.
+  template <class F>
+  void onGpu(const F& queue) {
+    queue();
+    computeStream->synchronize();
   }
 
   // Runs kernel(addresses of `buffers`) to completion where the layers run: in place, or as a
@@ -363,6 +273,17 @@ struct Gpt2::Impl : ActivationBuffers {
       buffers.push_back({wide[i], refs[i].numel * sizeof(float)});
     }
     if (which.empty()) return;
+    if (gpu) {
+      onGpu([&] {
+        for (std::size_t i : which) {
+          const TensorRef& r = refs[i];
+          device.launch(widen ? unaryArgs(ElementwiseOp::Cast, DType::F32, wide[i], r.dtype, r.data, r.numel)
+                              : unaryArgs(ElementwiseOp::Cast, r.dtype, r.data, DType::F32, wide[i], r.numel),
+                        *computeStream);
+        }
+      });
+      return;
+    }
     execute(what, std::move(buffers), [&](const std::vector<void*>& a) {
       for (std::size_t w = 0; w < which.size(); ++w) {
         const TensorRef& r = refs[which[w]];
@@ -588,7 +509,10 @@ struct Gpt2::Impl : ActivationBuffers {
     if (targets) copy(this->targets(), targets, static_cast<std::size_t>(n));
     {
       const auto p = params(src, 0);
-      compute("gpt2 embedding forward", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      if (gpu)
+        onGpu([&] { gpu->embeddingForward(*this, x(*this, 0), p, batch); });
+      else
+        compute("gpt2 embedding forward", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(elementwiseThreads,
                [&] { k::embeddingForward(x(A, 0), A.inputs(), pa[0], pa[1], share(batch).rows, T, C); });
       });
@@ -602,14 +526,20 @@ struct Gpt2::Impl : ActivationBuffers {
         device.copyAsync(resHost[b], x(*this, b), ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      compute("gpt2 block forward", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      if (gpu)
+        onGpu([&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), x(*this, b + 1), batch); });
+      else
+        compute("gpt2 block forward", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), x(A, b + 1), batch); });
       });
       src.release(b + 1);
     }
     {
       const auto p = params(src, lnfModule);
-      compute("gpt2 ln_f forward", lnfModule, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      if (gpu)
+        onGpu([&] { gpu->lnfForward(*this, x(*this, L), p, batch); });
+      else
+        compute("gpt2 ln_f forward", lnfModule, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(elementwiseThreads, [&] {
           k::layerNormForward(A.lnf, A.meanf, A.rstdf, x(A, L), pa[0], pa[1], share(batch).rows, C);
         });
@@ -621,7 +551,10 @@ struct Gpt2::Impl : ActivationBuffers {
     double loss = 0;
     {
       const auto p = params(src, 0);
-      compute("gpt2 head", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      if (gpu)
+        onGpu([&] { gpu->head(*this, p[0], batch, seed, mode != Mode::Logits, train); });
+      else
+        compute("gpt2 head", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         const float* wte = pa[0];
         onTeam(k::worthThreads(n, V, C), [&] {
           k::gemm(false, true, n, V, C, 1.0f, A.lnf, C, wte, C, 0.0f, A.logits, V);
@@ -650,7 +583,10 @@ struct Gpt2::Impl : ActivationBuffers {
     {
       const auto p = params(src, lnfModule);
       const Grads g = openGrads(src, lnfModule);
-      compute("gpt2 ln_f backward", lnfModule, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+      if (gpu)
+        onGpu([&] { gpu->lnfBackward(*this, x(*this, L), p, g.ptr, batch); });
+      else
+        compute("gpt2 ln_f backward", lnfModule, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
         std::memset(A.dres, 0, ncBytes);
         onTeam(elementwiseThreads, [&] {
           k::layerNormBackward(A.dres, A.lnTmp, A.dln, x(A, L), pa[0], A.meanf, A.rstdf, share(batch).rows, C);
@@ -669,12 +605,17 @@ struct Gpt2::Impl : ActivationBuffers {
         if (b >= 1) device.copyAsync(x(*this, b - 1), resHost[b - 1], ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      if (options.activationCheckpointing)
+      if (options.activationCheckpointing && gpu)
+        onGpu([&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), nullptr, batch); });
+      else if (options.activationCheckpointing)
         compute("gpt2 block recomputation", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
           onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), nullptr, batch); });
         });
       const Grads g = openGrads(src, b + 1);
-      compute("gpt2 block backward", b + 1, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+      if (gpu)
+        onGpu([&] { gpu->blockBackward(*this, acts(*this, b), p, g.ptr, x(*this, b), batch); });
+      else
+        compute("gpt2 block backward", b + 1, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
         onTeam(blockWorthThreads(n), [&] { blockBackward(A, acts(A, b), pa, ga, x(A, b), batch); });
       });
       finishGrads(src, b + 1, g);
@@ -682,7 +623,10 @@ struct Gpt2::Impl : ActivationBuffers {
     }
     {
       const Grads g = openGrads(src, 0);
-      compute("gpt2 embedding backward", 0, {}, g.ptr, [&](const ActivationBuffers& A, const auto&, const auto& ga) {
+      if (gpu)
+        onGpu([&] { gpu->embeddingBackward(*this, g.ptr, batch); });
+      else
+        compute("gpt2 embedding backward", 0, {}, g.ptr, [&](const ActivationBuffers& A, const auto&, const auto& ga) {
         // wte's gradient holds both its uses: the head's part, then the lookup's rows added.
         // The head's part was skipped for a wte registered frozen; a source that wants it anyway
         // gets it from the probabilities' gradient, still in `logits`.
