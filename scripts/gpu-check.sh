@@ -6,8 +6,10 @@
 # 2. runs the GPU tests (ctest label `cuda`: the cuda Device, the CUDA Adam kernel against the
 #    CPU result, NCCL, and the Engine's matrix of runtime_engine_strict_test on `cuda:0`, 2 and 4
 #    ranks sharing the GPU through the MPI backend's pinned staging, stages 0-3 with every
-#    offload and checkpoints, bit-identical to host), which skip on a machine without a GPU but
-#    must pass here;
+#    offload and checkpoints, bit-identical to host; trainer_cuda: zrt-train's layers on the GPU
+#    against host, within fp32 rounding, for the main job, stages 0-3, fp16, bf16, offloaded
+#    activation checkpoints, LoRA and a resume), which skip on a machine without a GPU but must
+#    pass here;
 # 3. runs the rest of the suite on the host device, to show the CUDA build changes nothing else;
 # 4. prints the device and driver, and the benchmarks that exist today on the host device
 #    (zrt-optim-bench, zrt-io against fio) for the record beside the GPU figures.
@@ -38,7 +40,7 @@ if ! part build 300 bash scripts/build.sh build-gpu -DZRT_CUDA=ON -DCMAKE_CUDA_A
   exit 1
 fi
 # The GPU tests must run, not skip: ctest's skip count is checked in the log.
-part gpu-tests 120 bash -c 'cd build-gpu && ctest -L "^cuda$" --output-on-failure --timeout 100'
+part gpu-tests 180 bash -c 'cd build-gpu && ctest -L "^cuda$" --output-on-failure --timeout 120'
 if grep -q "(Skipped)" "$out/gpu-tests.log"; then
   echo "gpu-tests: a GPU test skipped on the GPU machine" | tee -a "$summary"
   status=1

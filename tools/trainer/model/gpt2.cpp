@@ -1,6 +1,8 @@
 // GPT-2's forward and backward over a ParameterSource: the module protocol (parameters, release,
-// gradients, backwardDone in the order the Engine expects), the activation memory plan and
-// activation checkpointing. The arithmetic is in gpt2_kernels.cpp.
+// gradients, backwardDone in the order the Engine expects), activation checkpointing, and where
+// each phase runs (in place, as a host kernel on the compute stream, or as GpuLayers' CUDA
+// phase). The arithmetic is in gpt2_kernels.cpp (host) and cuda/ (GPU); the buffers' plan in
+// gpt2_buffers.h.
 #include "tools/trainer/model/gpt2.h"
 
 #include <omp.h>

@@ -1,5 +1,9 @@
 // GPT-2, exactly as Hugging Face's GPT2LMHeadModel with a byte vocabulary, forward and backward
-// on the CPU: the model the reference trainer (zrt-train) trains through the Engine.
+// on the CPU (or a GPU): the model the reference trainer (zrt-train) trains through the Engine.
+// Where its layers run follows the device: in place on `host`; as host kernels on the device's
+// stream on `host-strict` (Device::launchHost: device memory only through the addresses a launch
+// hands them); as CUDA phases on `cuda` (gpt2_gpu_layers.h). Inputs and targets are copied to
+// the device and the loss back, so no layer reads host memory.
 // Matrix products go through oneDNN's sgemm (OpenBLAS's with ZRT_GPT2_GEMM=openblas:
 // gpt2_kernels.h), column sums through OpenBLAS's sgemv; the rest are OpenMP loops the compiler vectorises. Activations are fp32 whatever the training dtype: parameters arrive in
 // the Engine's dtype and are widened per module, gradients are rounded to it on the way out.
