@@ -78,11 +78,11 @@ struct Gpt2::Impl : ActivationBuffers {
   // kernels on `computeStream` (execute), which reach device memory only through the addresses
   // a launch hands them, on the strict device; as `gpu`'s CUDA phases on a GPU.
   bool inPlace;
-  std::unique_ptr<GpuLayers> gpu;
 
   DeviceMemory deviceActs, pinnedActs, wideParams, wideGrads;
   std::unique_ptr<Stream> stream;  // offloaded checkpoints' copies
   std::unique_ptr<Stream> computeStream;
+  std::unique_ptr<GpuLayers> gpu;  // after computeStream: its cuBLAS handle works on that stream
 
   Impl(const Gpt2Shape& s, Gpt2Options o, Device& d, int mb)
       : shape(s), options(o), device(d), maxBatch(mb), inPlace(d.hostReadsDeviceMemory()) {

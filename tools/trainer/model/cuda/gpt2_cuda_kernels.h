@@ -30,8 +30,8 @@ cudaError_t geluForward(float* out, float* in, std::int64_t count, cudaStream_t 
 // d *= slope.
 cudaError_t geluBackward(float* d, const float* slope, std::int64_t count, cudaStream_t s);
 
-// Rows of `rows` causal-attention score blocks of T x T (row i of each block at (block x T + i)
-// x T): row i becomes the softmax of its columns [0, i], 0 beyond.
+// `blocks` causal-attention score blocks of T x T, one per (sequence, head), row i of block k
+// at (k x T + i) x T: row i becomes the softmax of its columns [0, i], 0 beyond.
 cudaError_t causalSoftmax(float* scores, std::int64_t blocks, int T, cudaStream_t s);
 // d (dP in) becomes dS = P (dP - sum_j P dP) on and below the diagonal, 0 above.
 cudaError_t causalSoftmaxBackward(float* d, const float* p, std::int64_t blocks, int T, cudaStream_t s);
