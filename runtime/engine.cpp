@@ -223,7 +223,9 @@ StepReport Engine::step() {
     if (maxNorm > 0 && r.gradNorm > maxNorm) clip = maxNorm / (r.gradNorm + 1e-6);
     // An optimizer that fails on one rank (an NVMe read) must not leave the others waiting in
     // the gathers that follow: every rank hears of it here, before any rank copies its update
-    // up, so every rank keeps the step's old parameters.
+    // up, so every rank keeps the step's old parameters. (Not where the parameter shard is the
+    // master weights' file, fp32 with both on NVMe: there, as the master weights everywhere,
+    // the shard may be part-updated, and a checkpoint is the way back.)
     e.optimizerState->agreeing(e.comm, "engine: the optimizer step failed:",
                                [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
     if (e.trainableStore) {
