@@ -28,6 +28,9 @@ ModelStateOptions modelStateOptions(const Config& config, int rank) {
   o.pinParam = config.zero_optimization.offload_param.pin_memory;
   o.maxInCpu = static_cast<std::uint64_t>(std::max<std::int64_t>(0, config.zero_optimization.offload_param.max_in_cpu));
   o.accumulationSteps = static_cast<int>(config.gradient_accumulation_steps);
+  o.paramAndOptimizerSwapShared = o.offloadParam == OffloadDevice::Nvme && o.offloadOptimizer == OffloadDevice::Nvme &&
+                                  config.zero_optimization.offload_param.nvme_path ==
+                                      config.zero_optimization.offload_optimizer.nvme_path;
   return o;
 }
 

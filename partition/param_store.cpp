@@ -23,6 +23,19 @@ ParamShardStore::ParamShardStore(offload::OffloadEngine& io, const StateBuffer& 
               "parameter store: the split at element ", inCpu_, " is not 4 KiB-aligned");
 }
 
+ParamShardStore::ParamShardStore(offload::OffloadEngine& io, const StateBuffer& inCpu, const offload::SwapFile& file,
+                                 std::uint64_t onNvme, DType dtype)
+    : io_(io), cpu_(static_cast<char*>(inCpu.data())), file_(&file), es_(dtypeSize(dtype)) {
+  inMaster_ = true;
+  inCpu_ = inCpu.bytes() / es_;
+  onNvme_ = onNvme;
+  fileOffset_ = inCpu_ * es_;
+  alignment_ = std::max<std::size_t>(1, file_->file()->alignment());
+  ZRT_ENFORCE(fileOffset_ % 4096 == 0, "parameter store: the split at element ", inCpu_, " is not 4 KiB-aligned");
+  ZRT_ENFORCE(file_->bytes() >= fileOffset_ + onNvme_ * es_, "parameter store: the master weights' file (",
+              file_->bytes(), " bytes) is smaller than the shard");
+}
+
 std::size_t ParamShardStore::stagingBytes(std::uint64_t count) const {
   return static_cast<std::size_t>(count * es_ + 2 * alignment_);
 }
@@ -40,7 +53,7 @@ ParamShardStore::Staged ParamShardStore::read(std::uint64_t begin, std::uint64_t
   }
   // The file's part starts at an aligned offset and an aligned place of the buffer, far enough in
   // for the memory part to sit right before it.
-  const std::uint64_t at = (fileBegin - inCpu_) * es_;
+  const std::uint64_t at = fileOffset_ + (fileBegin - inCpu_) * es_;
   const std::uint64_t alignedAt = at - at % alignment_;
   const std::uint64_t memBytes = begin < memEnd ? (memEnd - begin) * es_ : 0;
   const std::uint64_t slot = (memBytes + alignment_ - 1) / alignment_ * alignment_;
@@ -60,8 +73,8 @@ void ParamShardStore::transferAll(char* mem, bool write) {
   char* part = mem + inCpu_ * es_;
   const std::size_t bytes = onNvme_ * es_;
   if (reinterpret_cast<std::uintptr_t>(part) % alignment_ == 0) {
-    if (write) io_.writeSync(file_->file(), 0, part, bytes);
-    else io_.readSync(file_->file(), 0, part, bytes);
+    if (write) io_.writeSync(file_->file(), fileOffset_, part, bytes);
+    else io_.readSync(file_->file(), fileOffset_, part, bytes);
     return;
   }
   // A buffer the file cannot take directly goes through an aligned bounce buffer.
@@ -71,12 +84,20 @@ void ParamShardStore::transferAll(char* mem, bool write) {
     const std::size_t n = std::min(kChunk, bytes - done);
     if (write) {
       std::memcpy(bounce.data(), part + done, n);
-      io_.writeSync(file_->file(), done, bounce.data(), n);
+      io_.writeSync(file_->file(), fileOffset_ + done, bounce.data(), n);
     } else {
-      io_.readSync(file_->file(), done, bounce.data(), n);
+      io_.readSync(file_->file(), fileOffset_ + done, bounce.data(), n);
       std::memcpy(part + done, bounce.data(), n);
     }
   }
+}
+
+void ParamShardStore::writeAfterStep(const char* mem) {
+  if (!inMaster_) {
+    writeAll(mem);
+    return;
+  }
+  if (inCpu_) std::memcpy(cpu_, mem, inCpu_ * es_);
 }
 
 void ParamShardStore::readAll(char* mem) { transferAll(mem, /*write=*/false); }

@@ -91,6 +91,14 @@ ModelStatePlacement placeModelStates(const ModelStateOptions& o, std::uint64_t t
   const StatePlacement fp32State{shardO ? pad.trainableShard : pad.trainable, 4, optPlace, shardO};
   if (m.optimizer.masterWeights) m.masterWeights = fp32State;
   if (m.optimizer.moments > 0) m.moment = fp32State;
+  // Both files would hold the same bits (an fp32 update writes the master value as the
+  // parameter), and writing the second after every step adds 4 bytes a parameter to the
+  // optimizer's 24 (three fp32 states in and out).
+  if (o.paramAndOptimizerSwapShared && o.precision == DType::F32 && shardP && m.masterWeights.place == MemPlace::Nvme &&
+      m.parameters.place == MemPlace::Nvme && m.masterWeights.elements == pad.trainableShard) {
+    m.parametersInMaster = m.parameters.elements;
+    m.parameters.elements = 0;
+  }
   return m;
 }
 

@@ -35,6 +35,9 @@ struct ModelStateOptions {
   // parameter on NVMe); modelStateOptions() takes the config's value (DeepSpeed's default 1e9).
   std::uint64_t maxInCpu = 0;
   int accumulationSteps = 1;  // gradient_accumulation_steps
+  // offload_param and offload_optimizer both nvme on the same nvme_path: the parameters may live
+  // in the optimizer's swap files (placeModelStates decides; see parametersInMaster).
+  bool paramAndOptimizerSwapShared = false;
 };
 
 // The flat buffers' sizes in elements: Ψ' = paddedLength(Ψ, N', kShardAlignElements) with
@@ -70,6 +73,11 @@ struct ModelStatePlacement {
   StatePlacement gradientAccumulator;  // fp32 sum of the micro-steps (16-bit, accumulation > 1)
   StatePlacement masterWeights;      // fp32
   StatePlacement moment;             // fp32, each of optimizer.moments
+  // fp32 with parameters and optimizer in the same swap space: the master weights are the
+  // parameter shard's values, so the shard's NVMe part (these many elements, after
+  // parametersInCpu) is read from the master weights' swap file and `parameters` is empty. Each
+  // step then writes the shard once (the optimizer's write-back) instead of twice.
+  std::uint64_t parametersInMaster = 0;
   std::uint64_t bytes() const;       // everything, moments counted optimizer.moments times
 };
 
@@ -80,7 +88,8 @@ MemPlace offloadPlace(OffloadDevice d, bool pinned);
 // The rule, with `trainable` and `frozen` the unpadded parameter counts (Ψ and Φ):
 //   parameters   Ψ' (stages 0-2) or Ψ'/N (stage 3), where offload_param puts them; frozen alike;
 //                with offload_param nvme the first max_in_cpu elements (trainable first) stay in
-//                host memory, pinned by pin_memory
+//                host memory, pinned by pin_memory; in fp32 with the optimizer in the same swap
+//                space the rest is the master weights' file (parametersInMaster)
 //   gradients    Ψ' on the device (stages 0-1) or Ψ'/N (stages 2-3); with offload_optimizer the
 //                shard Ψ'/N lives in pinned host memory instead, and stage 1 keeps the device
 //                buffer as well (it accumulates there, the host shard receives the reduced part)

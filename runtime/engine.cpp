@@ -104,7 +104,9 @@ std::vector<TensorRef> Engine::gradients(std::size_t module) {
   return out;
 }
 
-void Engine::backwardDone(std::size_t module) {
+void Engine::backwardDone(std::size_t module) { backwardDone(module, {}); }
+
+void Engine::backwardDone(std::size_t module, const std::vector<const void*>& from) {
   Impl& e = *impl_;
   e.checkModule(module);
   const comm::CallerLabel label = Impl::enter(e.callLabel("backwardDone", module));
@@ -114,9 +116,12 @@ void Engine::backwardDone(std::size_t module) {
               std::to_string(e.micro));
     return;
   }
+  if (!from.empty() && from.size() != e.layout.moduleParams[module].size())
+    ZRT_THROW(InvalidArgument, "engine: backwardDone: module '", e.moduleName(module), "' has ",
+              e.layout.moduleParams[module].size(), " parameters, ", from.size(), " gradient buffers given");
   e.done[module] = 1;
   e.handedOut = -1;
-  e.gradients->finished(module);
+  e.gradients->finished(module, from);
 }
 
 // Every rank learns whether any rank misused the API this micro-step, after the collectives
@@ -223,7 +228,9 @@ StepReport Engine::step() {
     if (maxNorm > 0 && r.gradNorm > maxNorm) clip = maxNorm / (r.gradNorm + 1e-6);
     // An optimizer that fails on one rank (an NVMe read) must not leave the others waiting in
     // the gathers that follow: every rank hears of it here, before any rank copies its update
-    // up, so every rank keeps the step's old parameters.
+    // up, so every rank keeps the step's old parameters. (Not where the parameter shard is the
+    // master weights' file, fp32 with both on NVMe: there, as the master weights everywhere,
+    // the shard may be part-updated, and a checkpoint is the way back.)
     e.optimizerState->agreeing(e.comm, "engine: the optimizer step failed:",
                                [&] { e.runOptimizer(optim::gradMultiplier(scale, clip)); });
     if (e.trainableStore) {

@@ -107,6 +107,11 @@ class Engine {
   // accumulates). Valid until backwardDone(m).
   std::vector<TensorRef> gradients(std::size_t module);
   void backwardDone(std::size_t module);
+  // backwardDone(m) with gradient k of gradients(m) read from from[k] where it is not null (the
+  // caller's own buffer, same dtype and length, read before this returns), not from the
+  // engine's buffer: a caller whose gradients are already in memory of its own (PyTorch's) need
+  // not copy them into gradients(m) first. gradients(m) is still asked for first.
+  void backwardDone(std::size_t module, const std::vector<const void*>& from);
   // Finishes the micro-step's reductions; throws on every rank when any rank misused the API.
   void endMicroStep();
   // At the accumulation boundary: clip, step the optimizer (or skip on overflow), gather.

@@ -94,7 +94,11 @@ void Engine::Impl::layOut() {
                                          io ? io->fileOptions() : offload::FileOpenOptions{},
                                          paramSwapSpace ? paramSwapSpace.get() : swapSpace.get());
   if (offParam.device == OffloadDevice::Nvme) {
-    trainableStore = std::make_unique<ParamShardStore>(*io, states->parametersInCpu(), states->parameters(), dtype);
+    if (const std::uint64_t inMaster = states->placement().parametersInMaster)
+      trainableStore = std::make_unique<ParamShardStore>(*io, states->parametersInCpu(),
+                                                         *states->masterWeights().swapFile(), inMaster, dtype);
+    else
+      trainableStore = std::make_unique<ParamShardStore>(*io, states->parametersInCpu(), states->parameters(), dtype);
     frozenStore = std::make_unique<ParamShardStore>(*io, states->frozenParametersInCpu(),
                                                     states->frozenParameters(), dtype);
   }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/error.h"
+
 namespace zrt {
 
 RankGradients::RankGradients(Device& device, const ModelLayout& layout, const ModelStates& states,
@@ -45,11 +47,25 @@ void RankGradients::begin(int micro, int accumulation) {
   if (b_.reducing) bucketer_->beginBackward(policy_->bucketsAccumulate(b_));
 }
 
-void RankGradients::finished(std::size_t module) {
+void RankGradients::finished(std::size_t module) { finished(module, {}); }
+
+void RankGradients::finished(std::size_t module, const std::vector<const void*>& from) {
   const auto& ids = layout_.moduleParams[module];
-  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {  // backward order inside the module
-    const ParamInfo& p = layout_.params[*it];
-    if (p.spec->trainable) policy_->finished(p, home(p), b_);
+  ZRT_ENFORCE(from.empty() || from.size() == ids.size(), "gradients: ", from.size(), " buffers for the ",
+              ids.size(), " parameters of module ", module);
+  for (std::size_t k = ids.size(); k-- > 0;) {  // backward order inside the module
+    const ParamInfo& p = layout_.params[ids[k]];
+    if (!p.spec->trainable) continue;
+    const char* grad = home(p);
+    if (!from.empty() && from[k]) {
+      if (stream_) {  // the policy's kernels read device memory only
+        device_.copyAsync(home(p), from[k], p.numel * b_.es, *stream_);
+        stream_->synchronize();
+      } else {
+        grad = static_cast<const char*>(from[k]);
+      }
+    }
+    policy_->finished(p, grad, b_);
   }
 }
 

@@ -39,6 +39,10 @@ class RankGradients {
   void begin(int micro, int accumulation);
   char* home(const ParamInfo& p) const { return policy_->home(p, b_); }
   void finished(std::size_t module);
+  // The same, with parameter k of the module (registration order) read from from[k] instead of
+  // home(p) where from[k] is not null: the caller's own buffer, read before this returns, which
+  // saves it the copy into home(p).
+  void finished(std::size_t module, const std::vector<const void*>& from);
   // Module `module` never reported: zeros travel in its place, so every rank posts the same
   // collectives.
   void missing(std::size_t module);

@@ -43,7 +43,7 @@ void Engine::Impl::copyUpdateUp() {
   const ShardRange& shard = states->trainableLayout().shard;
   if (!optimizerOffloaded() || shard.count == 0) return;
   if (trainableStore) {  // offload_param nvme: the shard goes back to its file (and host part)
-    trainableStore->writeAll(gradients->hostShard());
+    trainableStore->writeAfterStep(gradients->hostShard());
     return;
   }
   device.copyAsync(parameters->trainableShard(), gradients->hostShard(), shard.count * es, *copyStream);

@@ -356,13 +356,17 @@ void bindEngine(py::module_& m) {
            })
       .def("release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
       // Module m's gradients from Python buffers (None for a parameter without one this
-      // micro-step: zeros), written into the Engine's buffers and handed on (backwardDone).
+      // micro-step: zeros), handed on (backwardDone) from where they are: the Engine reads each
+      // once, into its bucket, instead of after a copy into its own buffers (a model's worth of
+      // memcpy a micro-step, under the GIL).
       .def("report_gradients",
            [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::buffer>>& grads) {
              const std::vector<TensorRef> refs = p.e().gradients(module);
              if (grads.size() != refs.size())
                ZRT_THROW(InvalidArgument, "report_gradients: module ", p.e().moduleName(module), " has ",
                          refs.size(), " parameters, ", grads.size(), " gradients given");
+             // `grads` holds the buffers (and their exporters' memory) until backwardDone returns.
+             std::vector<const void*> from(refs.size(), nullptr);
              for (std::size_t i = 0; i < refs.size(); ++i) {
                const TensorRef& t = refs[i];
                if (!t.data) continue;  // frozen
@@ -376,10 +380,10 @@ void bindEngine(py::module_& m) {
                  ZRT_THROW(InvalidArgument, "gradient of ", p.e().moduleName(module), ".", *t.name, ": ",
                            g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,
                            " of ", nameOf(t.dtype));
-               std::memcpy(t.data, g.data, bytes);
+               from[i] = g.data;
              }
              py::gil_scoped_release unlocked;
-             p.e().backwardDone(module);
+             p.e().backwardDone(module, from);
            })
       .def("end_micro_step", [](PyEngine& p) { p.e().endMicroStep(); }, G())
       .def("step",

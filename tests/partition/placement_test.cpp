@@ -116,6 +116,27 @@ TEST_CASE("the 7.5B model under offload: what moves off the device, and where") 
   CHECK(m.gradientHostShard.bytes() == 234'375'040ull);
   CHECK(m.gradients.elements == 0);
   CHECK(m.bytes() == 16 * shard);  // offload moves bytes, it does not add any
+  CHECK(m.parametersInMaster == 0);  // fp16: the master weights are not the parameters' values
+
+  // The same in fp32 with both in one swap space: the fp32 master weights hold the parameter
+  // shard's values, so the parameters have no file of their own and NVMe holds 12·Ψ'/N =
+  // 1,406,250,240 B; with 1,048,576 elements (4 MiB) of the shard in host memory, the rest,
+  // 116,138,944 elements, is read from the master weights' file.
+  o.precision = DType::F32;
+  o.paramAndOptimizerSwapShared = true;
+  m = placeModelStates(o, kPsi, 0);
+  CHECK(m.parameters.elements == 0);
+  CHECK(m.parametersInMaster == shard);
+  CHECK(m.masterWeights.bytes() + 2 * m.moment.bytes() == 1'406'250'240ull);
+  o.maxInCpu = 1'048'576;
+  m = placeModelStates(o, kPsi, 0);
+  CHECK(m.parametersInCpu.elements == 1'048'576);
+  CHECK(m.parametersInMaster == 116'138'944);
+  // In separate swap spaces (different nvme_path) each keeps its own file.
+  o.paramAndOptimizerSwapShared = false;
+  m = placeModelStates(o, kPsi, 0);
+  CHECK(m.parametersInMaster == 0);
+  CHECK(m.parameters.elements == 116'138'944);
 }
 
 TEST_CASE("frozen parameters, the optimizer's K and padding on a small model") {

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <string>
@@ -419,6 +420,66 @@ TEST_CASE("16-bit micro-steps add up in fp32, not in the training dtype") {
     // reduce each micro-step and keep the sum in fp32.
     const double element = stage <= 1 ? 1 + std::ldexp(1.0, -7) : 1 + 3 * small;
     CHECK(r.gradNorm == doctest::Approx(std::sqrt(static_cast<double>(kN)) * element).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("gradients read from the caller's buffers train as those written into gradients(m)") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  // Writes g = sin(θ + 0.1·(rank + micro)) for each module, backward order, into gradients(m)
+  // or into buffers of its own handed to backwardDone(m, from).
+  // (The values go through host memory and, on host-strict, up into gradients(m) by a copy.)
+  auto run = [&](Engine& engine, Device& device, bool own) {
+    const test::DeviceIo io(device.hostReadsDeviceMemory() ? nullptr : &device);
+    for (int s = 0; s < 3; ++s) {
+      for (int micro = 0; micro < engine.accumulationSteps(); ++micro) {
+        engine.beginMicroStep();
+        for (std::size_t m = engine.numModules(); m-- > 0;) {
+          const auto p = engine.parameters(m);
+          const auto g = engine.gradients(m);
+          std::vector<std::vector<char>> values(g.size()), keep(g.size());
+          std::vector<const void*> from(g.size(), nullptr);
+          for (std::size_t t = 0; t < g.size(); ++t) {
+            if (!g[t].data) continue;  // frozen
+            const void* param = io.down(p[t], keep[t]);
+            values[t].assign(g[t].numel * dtypeSize(g[t].dtype), 0);
+            for (std::size_t i = 0; i < g[t].numel; ++i)
+              test::storeValue(g[t].dtype, values[t].data(), i,
+                               static_cast<float>(std::sin(test::loadValue(p[t].dtype, param, i) +
+                                                           0.1 * (comm.rank() + micro))));
+            if (own) from[t] = values[t].data();
+            else if (io.device) io.up(g[t].data, values[t]);
+            else std::memcpy(g[t].data, values[t].data(), values[t].size());
+          }
+          if (own) engine.backwardDone(m, from);
+          else engine.backwardDone(m);
+          engine.release(m);
+        }
+        engine.endMicroStep();
+      }
+      engine.step();
+    }
+    return test::trainedValues(engine);
+  };
+  for (const char* dev : {"host:64M", "host-strict:64M"}) {
+    for (const char* precision : {"", R"("bf16": {"enabled": true},)"}) {
+      for (int stage : {0, 1, 2, 3}) {
+        CAPTURE(dev);
+        CAPTURE(precision);
+        CAPTURE(stage);
+        const Config c = parseConfig(
+            detail::cat(R"({"train_batch_size": )", 2 * world, R"(, "gradient_accumulation_steps": 2,)",
+                        R"( "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},)", precision,
+                        R"("zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": 50}})"),
+            "from", world);
+        MemoryLedger ledgerA, ledgerB;
+        auto deviceA = makeDevice(dev, ledgerA);
+        auto deviceB = makeDevice(dev, ledgerB);
+        Engine written(c, *deviceA, comm, test::testModel());
+        Engine handed(c, *deviceB, comm, test::testModel());
+        CHECK(run(handed, *deviceB, true) == run(written, *deviceA, false));
+      }
+    }
   }
 }
 

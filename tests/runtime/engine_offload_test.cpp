@@ -134,6 +134,7 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
           // elements (a 4 KiB boundary in either dtype), so modules straddle memory and file;
           // DeepSpeed's default max_in_cpu, which keeps this small shard in memory.
           offloads.push_back(paramNvme(scratch.path, 0) + nvme);
+          offloads.push_back(paramNvme(scratch.path, 2048) + nvme);
           offloads.push_back(paramNvme(scratch.path, 2048, 3) + R"(, "offload_optimizer": {"device": "cpu"})");
           offloads.push_back(paramNvme(scratch.path, 1'000'000'000) + R"(, "offload_optimizer": {"device": "cpu"})");
         }
@@ -148,8 +149,11 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
                         comm, syntheticModel());
           const bool onNvme = offload.find(R"("offload_optimizer": {"device": "nvme")") != std::string::npos;
           const bool paramOffload = offload.find("offload_param") != std::string::npos;
-          const bool paramsInFiles = offload.find(R"("max_in_cpu": 1000000000)") == std::string::npos &&
-                                     offload.find(R"("offload_param": {"device": "nvme")") != std::string::npos;
+          const bool paramsOnNvme = offload.find(R"("max_in_cpu": 1000000000)") == std::string::npos &&
+                                    offload.find(R"("offload_param": {"device": "nvme")") != std::string::npos;
+          // fp32 with the optimizer on NVMe too: the parameter shard is read from the master
+          // weights' file, which holds the same values, and has no file of its own.
+          const bool paramsInFiles = paramsOnNvme && !(dtype == DType::F32 && onNvme);
           const bool optimOffload = offload.find("offload_optimizer") != std::string::npos;
           // What was offloaded left the device: the parameter shard (the gathered copies stay),
           // the optimizer state and the gradient shard.
@@ -157,7 +161,7 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
           CHECK((ledger.get(MemTag::OptimizerState, MemPlace::Device).current == 0) == optimOffload);
           CHECK((ledger.get(MemTag::Gradients, MemPlace::PinnedHost).current > 0) == optimOffload);
           CHECK((ledger.get(MemTag::OptimizerState, MemPlace::Nvme).current > 0) == onNvme);
-          CHECK((ledger.get(MemTag::SwapBuffers, MemPlace::PinnedHost).current > 0) == (onNvme || paramsInFiles));
+          CHECK((ledger.get(MemTag::SwapBuffers, MemPlace::PinnedHost).current > 0) == (onNvme || paramsOnNvme));
           CHECK((ledger.get(MemTag::Parameters, MemPlace::Nvme).current > 0) == paramsInFiles);
           CHECK(train(engine, comm) == want);
           ++compared;
@@ -165,7 +169,7 @@ TEST_CASE("offloaded optimizer runs end on the parameters of the run without off
       }
     }
   }
-  CHECK(compared == 2 * 2 * 12);
+  CHECK(compared == 2 * 2 * 13);
   // Every swap file went with its engine.
   for (const auto& entry : std::filesystem::recursive_directory_iterator(scratch.path))
     FAIL("left behind: " << entry.path());
@@ -372,23 +376,28 @@ TEST_CASE("a checkpoint of offloaded state resumes exactly, with or without offl
   const std::string both = nvme + paramNvme(scratch.path, 0);
   MemoryLedger ledger;
   auto device = makeDevice("host:64M", ledger);
-  for (const std::string& saved : {nvme, cpu, both}) {
-    CAPTURE(saved);
-    const std::string tag = saved == nvme ? "nvme" : saved == cpu ? "cpu" : "both";
-    std::vector<std::vector<float>> straight;
-    {
-      Engine engine(parseConfig(config(3, world, 1, DType::BF16, saved), "saving", world), *device, comm,
-                    syntheticModel());
-      train(engine, comm, 3);
-      engine.save(dir, tag);  // NVMe: master and moments copied file to file from the swap files
-      straight = train(engine, comm, 3);
-    }
-    for (const std::string& offload : {nvme, cpu, both, std::string()}) {
-      CAPTURE(offload);
-      Engine engine(parseConfig(config(3, world, 1, DType::BF16, offload), "resumed", world), *device, comm,
-                    syntheticModel());
-      engine.load(dir, tag);
-      CHECK(train(engine, comm, 3) == straight);
+  // fp32 too: with both on NVMe the parameter shard is read from the master weights' file, and
+  // the checkpoint must still hold (and restore) both.
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    for (const std::string& saved : {nvme, cpu, both}) {
+      CAPTURE(nameOf(dtype));
+      CAPTURE(saved);
+      const std::string tag = std::string(nameOf(dtype)) + (saved == nvme ? "-nvme" : saved == cpu ? "-cpu" : "-both");
+      std::vector<std::vector<float>> straight;
+      {
+        Engine engine(parseConfig(config(3, world, 1, dtype, saved), "saving", world), *device, comm,
+                      syntheticModel());
+        train(engine, comm, 3);
+        engine.save(dir, tag);  // NVMe: master and moments copied file to file from the swap files
+        straight = train(engine, comm, 3);
+      }
+      for (const std::string& offload : {nvme, cpu, both, std::string()}) {
+        CAPTURE(offload);
+        Engine engine(parseConfig(config(3, world, 1, dtype, offload), "resumed", world), *device, comm,
+                      syntheticModel());
+        engine.load(dir, tag);
+        CHECK(train(engine, comm, 3) == straight);
+      }
     }
   }
 }

@@ -59,6 +59,10 @@ Evaluation evaluate(const PlanInputs& in, const Strategy& s) {
   ms.offloadParam = s.offloadParam;
   ms.pinParam = tr.zero.offload_param.pin_memory;
   ms.maxInCpu = static_cast<std::uint64_t>(std::max<std::int64_t>(0, tr.zero.offload_param.max_in_cpu));
+  // As modelStateOptions() decides it; a config written for the strategy gives both tiers the
+  // same --nvme-path unless the training config set them.
+  ms.paramAndOptimizerSwapShared = s.offloadParam == OffloadDevice::Nvme && s.offloadOptimizer == OffloadDevice::Nvme &&
+                                   tr.zero.offload_param.nvme_path == tr.zero.offload_optimizer.nvme_path;
   // Only whether it exceeds 1 matters (the fp32 accumulator of 16-bit training).
   ms.accumulationSteps = static_cast<int>(std::min<std::uint64_t>(s.gradAccum, 1u << 30));
   e.placement = modelStatePlacement(ms);

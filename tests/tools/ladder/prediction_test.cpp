@@ -120,13 +120,15 @@ TEST_CASE("a rung's config reaches the planner: fp32 AdamW model states by hand"
   CHECK(p.bytes.modelStates(MemPlace::Device) == 0);
   CHECK(p.bytes.get(MemTag::OptimizerState, MemPlace::PinnedHost) == 12 * roundUp(psi, 64) / 2);
   CHECK(p.bytes.hostModelStates() == (4 + 4 + 12) * roundUp(psi, 64) / 2);
-  // NVMe: the optimizer state and, with max_in_cpu 0, the whole parameter shard in swap files,
-  // read through pinned buffers.
+  // NVMe: the optimizer state in swap files and, with max_in_cpu 0, the whole parameter shard
+  // read through pinned buffers from the fp32 master weights' file (both tiers on spec's one
+  // nvme_path), which holds the same values: no parameter bytes of its own anywhere.
   file = writeConfig(spec, rungs[7]);
   p = predict(spec, rungs[7], file);
   CHECK(p.bytes.get(MemTag::OptimizerState, MemPlace::Nvme) == 12 * roundUp(psi, 64) / 2);
-  CHECK(p.bytes.get(MemTag::Parameters, MemPlace::Nvme) == 4 * roundUp(psi, 64) / 2);
+  CHECK(p.bytes.get(MemTag::Parameters, MemPlace::Nvme) == 0);
   CHECK(p.bytes.get(MemTag::Parameters, MemPlace::PinnedHost) == 0);
+  CHECK(p.bytes.get(MemTag::Parameters, MemPlace::Host) == 0);
   CHECK(p.bytes.get(MemTag::SwapBuffers, MemPlace::PinnedHost) > 0);
   std::filesystem::remove(file);
 }
