@@ -172,6 +172,15 @@ struct Gpt2::Impl : ActivationBuffers {
     });
   }
 
+  // One phase of the model, run to completion: on a GPU `gpuPhase` queues GpuLayers' CUDA phase,
+  // elsewhere `hostPhase`(A, p, g) runs through compute().
+  template <class G, class H>
+  void phase(const char* what, std::size_t m, const std::vector<const float*>& p, const std::vector<float*>& g,
+             const G& gpuPhase, const H& hostPhase) {
+    if (gpu) return onGpu(gpuPhase);
+    compute(what, m, p, g, hostPhase);
+  }
+
   // Runs a GPU phase, queued by `queue` on the compute stream, and waits for it, as execute()
   // does a host one.
   template <class F>
@@ -511,10 +520,9 @@ struct Gpt2::Impl : ActivationBuffers {
     if (targets) copy(this->targets(), targets, static_cast<std::size_t>(n));
     {
       const auto p = params(src, 0);
-      if (gpu)
-        onGpu([&] { gpu->embeddingForward(*this, x(*this, 0), p, batch); });
-      else
-        compute("gpt2 embedding forward", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      phase("gpt2 embedding forward", 0, p, {},
+            [&] { gpu->embeddingForward(*this, x(*this, 0), p, batch); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(elementwiseThreads,
                [&] { k::embeddingForward(x(A, 0), A.inputs(), pa[0], pa[1], share(batch).rows, T, C); });
       });
@@ -528,20 +536,18 @@ struct Gpt2::Impl : ActivationBuffers {
         device.copyAsync(resHost[b], x(*this, b), ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      if (gpu)
-        onGpu([&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), x(*this, b + 1), batch); });
-      else
-        compute("gpt2 block forward", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      phase("gpt2 block forward", b + 1, p, {},
+            [&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), x(*this, b + 1), batch); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), x(A, b + 1), batch); });
       });
       src.release(b + 1);
     }
     {
       const auto p = params(src, lnfModule);
-      if (gpu)
-        onGpu([&] { gpu->lnfForward(*this, x(*this, L), p, batch); });
-      else
-        compute("gpt2 ln_f forward", lnfModule, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      phase("gpt2 ln_f forward", lnfModule, p, {},
+            [&] { gpu->lnfForward(*this, x(*this, L), p, batch); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         onTeam(elementwiseThreads, [&] {
           k::layerNormForward(A.lnf, A.meanf, A.rstdf, x(A, L), pa[0], pa[1], share(batch).rows, C);
         });
@@ -553,10 +559,9 @@ struct Gpt2::Impl : ActivationBuffers {
     double loss = 0;
     {
       const auto p = params(src, 0);
-      if (gpu)
-        onGpu([&] { gpu->head(*this, p[0], batch, seed, mode != Mode::Logits, train); });
-      else
-        compute("gpt2 head", 0, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      phase("gpt2 head", 0, p, {},
+            [&] { gpu->head(*this, p[0], batch, seed, mode != Mode::Logits, train); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto&) {
         const float* wte = pa[0];
         onTeam(k::worthThreads(n, V, C), [&] {
           k::gemm(false, true, n, V, C, 1.0f, A.lnf, C, wte, C, 0.0f, A.logits, V);
@@ -585,10 +590,9 @@ struct Gpt2::Impl : ActivationBuffers {
     {
       const auto p = params(src, lnfModule);
       const Grads g = openGrads(src, lnfModule);
-      if (gpu)
-        onGpu([&] { gpu->lnfBackward(*this, x(*this, L), p, g.ptr, batch); });
-      else
-        compute("gpt2 ln_f backward", lnfModule, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+      phase("gpt2 ln_f backward", lnfModule, p, g.ptr,
+            [&] { gpu->lnfBackward(*this, x(*this, L), p, g.ptr, batch); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
         std::memset(A.dres, 0, ncBytes);
         onTeam(elementwiseThreads, [&] {
           k::layerNormBackward(A.dres, A.lnTmp, A.dln, x(A, L), pa[0], A.meanf, A.rstdf, share(batch).rows, C);
@@ -607,17 +611,16 @@ struct Gpt2::Impl : ActivationBuffers {
         if (b >= 1) device.copyAsync(x(*this, b - 1), resHost[b - 1], ncBytes, *stream);
       }
       const auto p = params(src, b + 1);
-      if (options.activationCheckpointing && gpu)
-        onGpu([&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), nullptr, batch); });
-      else if (options.activationCheckpointing)
-        compute("gpt2 block recomputation", b + 1, p, {}, [&](const ActivationBuffers& A, const auto& pa, const auto&) {
+      if (options.activationCheckpointing)
+        phase("gpt2 block recomputation", b + 1, p, {},
+              [&] { gpu->blockForward(*this, acts(*this, b), p, x(*this, b), nullptr, batch); },
+              [&](const ActivationBuffers& A, const auto& pa, const auto&) {
           onTeam(blockWorthThreads(n), [&] { blockForward(acts(A, b), pa, x(A, b), nullptr, batch); });
         });
       const Grads g = openGrads(src, b + 1);
-      if (gpu)
-        onGpu([&] { gpu->blockBackward(*this, acts(*this, b), p, g.ptr, x(*this, b), batch); });
-      else
-        compute("gpt2 block backward", b + 1, p, g.ptr, [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
+      phase("gpt2 block backward", b + 1, p, g.ptr,
+            [&] { gpu->blockBackward(*this, acts(*this, b), p, g.ptr, x(*this, b), batch); },
+            [&](const ActivationBuffers& A, const auto& pa, const auto& ga) {
         onTeam(blockWorthThreads(n), [&] { blockBackward(A, acts(A, b), pa, ga, x(A, b), batch); });
       });
       finishGrads(src, b + 1, g);
@@ -625,10 +628,9 @@ struct Gpt2::Impl : ActivationBuffers {
     }
     {
       const Grads g = openGrads(src, 0);
-      if (gpu)
-        onGpu([&] { gpu->embeddingBackward(*this, g.ptr, batch); });
-      else
-        compute("gpt2 embedding backward", 0, {}, g.ptr, [&](const ActivationBuffers& A, const auto&, const auto& ga) {
+      phase("gpt2 embedding backward", 0, {}, g.ptr,
+            [&] { gpu->embeddingBackward(*this, g.ptr, batch); },
+            [&](const ActivationBuffers& A, const auto&, const auto& ga) {
         // wte's gradient holds both its uses: the head's part, then the lookup's rows added.
         // The head's part was skipped for a wte registered frozen; a source that wants it anyway
         // gets it from the probabilities' gradient, still in `logits`.
