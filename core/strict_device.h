@@ -1,8 +1,8 @@
 // StrictDevice ("host-strict"): a simulated accelerator whose device memory the host cannot
 // dereference. Each allocation is a memfd mapped twice: the address handed out is PROT_NONE, and
 // a private read-write alias of the same pages is used only by the device's own stream work
-// (copyAsync, memsetAsync, launch and launchHost translate device addresses to it). A host load or store of device
-// memory faults; the fault handler writes
+// (copyAsync, memsetAsync, launch and launchHost translate device addresses to it). A host load
+// or store of device memory faults; the fault handler writes
 //   host touched device memory: allocation '<tag>' at offset N of M bytes (address 0x...)
 // and aborts. A fault elsewhere goes to the handler that was there before (the default, or a
 // sanitizer's). Host callbacks are host code: they may not touch device memory either.
