@@ -52,7 +52,9 @@ AllGatherBucketer::AllGatherBucketer(Communicator& comm, std::span<const std::si
     bytes += send_[k].bytes() + recv_[k].bytes();
   }
   ZRT_ENFORCE_EQ(bytes, bucketPackBytes(plan_, options_.dtype));
-  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
+  // Device memory from a device backend is charged by the device.
+  if (options_.ledger && comm.bufferPlace() == MemPlace::Host)
+    charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
 }
 
 AllGatherBucketer::~AllGatherBucketer() {

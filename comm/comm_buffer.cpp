@@ -13,7 +13,23 @@ struct HostOwner final : CommBuffer::Owner {
   ~HostOwner() override { std::free(p); }
 };
 
+struct DeviceOwner final : CommBuffer::Owner {
+  DeviceMemory memory;
+  explicit DeviceOwner(DeviceMemory m) : memory(std::move(m)) {}
+};
+
 }  // namespace
+
+CommBuffer CommBuffer::onDevice(Device& device, std::size_t bytes) {
+  DeviceMemory memory = device.allocate(bytes, MemTag::CommBuckets);
+  if (bytes > 0) {
+    auto stream = device.createStream();
+    device.memsetAsync(memory.data(), 0, bytes, *stream);
+    stream->synchronize();
+  }
+  void* data = memory.data();
+  return CommBuffer(data, bytes, std::make_unique<DeviceOwner>(std::move(memory)));
+}
 
 CommBuffer CommBuffer::host(std::size_t bytes) {
   const std::size_t rounded = (bytes + 63) / 64 * 64;

@@ -1,7 +1,7 @@
 // CommBuffer: memory a Communicator moves fastest, from Communicator::allocateBuffer (as NCCL's
 // ncclMemAlloc). The MPI backend places it in an MPI shared-memory window when ranks share a
 // node, so its shared-memory path reads peers' buffers in place instead of copying them through
-// staging; other backends return ordinary 64-byte-aligned memory. Move-only; freeing returns the
+// staging; a device backend (NCCL) returns device memory; the others ordinary 64-byte-aligned memory. Move-only; freeing returns the
 // memory (for a shared window that is collective: free buffers in the same order on every rank).
 // Thread-safety: none; one owner.
 #pragma once
@@ -9,17 +9,18 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/device.h"
 #include "core/memory_ledger.h"
 
 namespace zrt::comm {
 
-// Where the bucketers' communicator buffers (reduce staging, gather packing) live: host memory
-// with every backend ZRT has (the MPI backend's shared windows, the threads backend's and NCCL's
-// default CommBuffer::host), so they are charged to host memory. zrt-plan places comm buckets by
-// this constant, so plan and ledger move together when a backend allocates its buffers on a GPU
-// (as NCCL's ncclMemAlloc would): then this rule becomes a function of the communicator. What a
-// bucketer keeps on the caller's side (its accumulation memory) is on the caller's device when
-// it has one.
+// Where the bucketers' communicator buffers (reduce staging, gather packing) live with the host
+// backends (the MPI backend's shared windows, the threads backend's CommBuffer::host): host
+// memory, charged by the bucketer that asked. A backend that takes device memory only (NCCL)
+// hands out device memory instead (Communicator::bufferPlace, CommBuffer::onDevice), which the
+// device charges itself. zrt-plan places comm buckets by this constant: it plans the MPI backend.
+// What a bucketer keeps on the caller's side (its accumulation memory) is on the caller's device
+// when it has one.
 inline constexpr MemPlace kBucketMemoryPlace = MemPlace::Host;
 
 class CommBuffer {
@@ -49,6 +50,9 @@ class CommBuffer {
 
   // Zeroed host memory aligned to 64 bytes (the default for backends without special memory).
   static CommBuffer host(std::size_t bytes);
+  // Zeroed memory of `device` (a backend that takes device memory only), charged by the device
+  // to its ledger as CommBuckets.
+  static CommBuffer onDevice(Device& device, std::size_t bytes);
 
  private:
   void* data_ = nullptr;

@@ -45,6 +45,9 @@ class Communicator {
   // Memory this backend moves fastest (CommBuffer). Collective for the MPI backend: every rank
   // allocates (its own size) in the same order. The default is ordinary host memory.
   virtual CommBuffer allocateBuffer(std::size_t bytes) { return CommBuffer::host(bytes); }
+  // Where allocateBuffer's memory lives. Host: whoever asked charges it to a ledger (the
+  // bucketers do, in kBucketMemoryPlace). Device: a device allocation the device has charged.
+  virtual MemPlace bufferPlace() const { return takesHostMemory() ? MemPlace::Host : MemPlace::Device; }
   // A communicator over the same ranks whose operations do not queue behind this one's (its own
   // progress thread and MPI communicator): a second lane, so parameter gathers need not wait for
   // gradient reductions. Collective. nullptr when the backend has no separate lanes.

@@ -104,7 +104,9 @@ GradientBucketer::GradientBucketer(Communicator& comm, std::span<const std::size
   ZRT_ENFORCE_EQ(bytes, bucketerMemory(plan_, options_.stage, options_.overlapComm, options_.dtype,
                                        options_.output != nullptr, world, comm.rank(),
                                        options_.shardAlignElements).buffers);
-  if (options_.ledger) charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
+  // Device memory from a device backend is charged by the device.
+  if (options_.ledger && comm.bufferPlace() == MemPlace::Host)
+    charge_ = LedgerCharge(*options_.ledger, MemTag::CommBuckets, kBucketMemoryPlace, bytes);
   const std::size_t n = plan_.numel.size(), nb = plan_.buckets.size();
   ready_.assign(n, false);
   gradPtr_.assign(n, nullptr);

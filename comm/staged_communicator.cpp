@@ -5,8 +5,12 @@
 
 namespace zrt::comm {
 
-StagedCommunicator::StagedCommunicator(Device& device, Communicator& host)
-    : device_(device), host_(host), stream_(device.createStream()), stats_(host.size()) {
+StagedCommunicator::StagedCommunicator(Device& device, Communicator& backend)
+    : device_(device),
+      backend_(backend),
+      deviceBackend_(!backend.takesHostMemory()),
+      stream_(device.createStream()),
+      stats_(backend.size()) {
   progress_ = std::make_unique<ProgressThread>(
       "zrt-staged", [this](const Collective& op, std::uint64_t) { runOp(op); }, stats_);
 }
@@ -15,15 +19,31 @@ StagedCommunicator::~StagedCommunicator() { progress_.reset(); }
 
 InFlight StagedCommunicator::inFlight() const { return progress_->inFlight(); }
 
+CommBuffer StagedCommunicator::allocateBuffer(std::size_t bytes) {
+  return deviceBackend_ ? backend_.allocateBuffer(bytes) : Communicator::allocateBuffer(bytes);
+}
+
+MemPlace StagedCommunicator::bufferPlace() const {
+  return deviceBackend_ ? backend_.bufferPlace() : MemPlace::Host;
+}
+
 Work StagedCommunicator::post(Collective op) {
   validate(op, rank(), size());
   return progress_->enqueue(std::move(op), "staged");
 }
 
+// A host backend gets nothing of the device's (the host may not be able to read any of it), so
+// everything is staged; a device backend gets the device's own memory as it is.
+bool StagedCommunicator::needsStaging(const void* p, std::size_t bytes) const {
+  if (bytes == 0) return false;
+  return !deviceBackend_ || !device_.isDeviceMemory(p, bytes);
+}
+
 char* StagedCommunicator::stage(DeviceMemory& buf, std::size_t bytes) {
   if (buf.bytes() < bytes) {
     buf.reset();
-    buf = device_.allocatePinned(bytes, MemTag::CommBuckets);
+    buf = deviceBackend_ ? device_.allocate(bytes, MemTag::CommBuckets)
+                         : device_.allocatePinned(bytes, MemTag::CommBuckets);
   }
   return buf.as<char>();
 }
@@ -34,42 +54,45 @@ void StagedCommunicator::copy(void* dst, const void* src, std::size_t bytes) {
 }
 
 void StagedCommunicator::runOp(const Collective& op) {
-  if (op.kind == OpKind::Barrier) return host_.post(op).wait();
+  if (op.kind == OpKind::Barrier) return backend_.post(op).wait();
   const std::size_t es = dtypeSize(op.dtype);
   const auto me = static_cast<std::size_t>(rank());
-  // Bytes this rank hands to the host collective, and bytes of the result it copies back; the
-  // all-reduce and broadcast run in place in the send staging.
+  // Bytes this rank hands to the collective, and bytes of recv the result may cover. A
+  // broadcast's input is recv itself (on the root).
   std::size_t inBytes = 0, outBytes = 0;
-  bool inPlace = false;
   switch (op.kind) {
-    case OpKind::AllReduce: inBytes = outBytes = op.count * es; inPlace = true; break;
-    case OpKind::Broadcast:
-      inBytes = rank() == op.root ? op.count * es : 0;
-      outBytes = op.count * es;
-      inPlace = true;
-      break;
+    case OpKind::AllReduce: inBytes = outBytes = op.count * es; break;
+    case OpKind::Broadcast: outBytes = op.count * es; break;
     case OpKind::ReduceScatter: inBytes = totalCount(op) * es; outBytes = op.counts[me] * es; break;
     case OpKind::AllGather: inBytes = op.counts[me] * es; outBytes = recvExtent(op) * es; break;
     case OpKind::Barrier: break;
   }
-  char* s = stage(sendStage_, inPlace ? outBytes : inBytes);
-  char* r = inPlace ? s : stage(recvStage_, outBytes);
-  copy(s, op.send, inBytes);
+  Collective h = op;  // the same operation, on staging where the backend needs it
+  const bool stageOut = needsStaging(op.recv, outBytes);
+  if (stageOut) h.recv = stage(recvStage_, outBytes);
+  if (op.kind == OpKind::Broadcast) {
+    h.send = h.recv;
+    if (stageOut && rank() == op.root) copy(h.recv, op.recv, outBytes);
+  } else if (needsStaging(op.send, inBytes)) {
+    // A staged all-reduce runs in place in its receive staging.
+    char* s = op.kind == OpKind::AllReduce && stageOut ? static_cast<char*>(h.recv) : stage(sendStage_, inBytes);
+    copy(s, op.send, inBytes);
+    h.send = s;
+  }
   stream_->synchronize();  // input staged
-  Collective h = op;  // the same operation on the staging buffers
-  h.send = s;
-  h.recv = r;
-  host_.post(h).wait();
+  backend_.post(h).wait();
+  if (!stageOut) return;
   if (op.kind == OpKind::AllGather) {
     // Segment by segment: the gaps between segments of recv are not ours to overwrite.
     for (int q = 0; q < size(); ++q) {
       const std::size_t off = segmentOffset(op, q) * es;
-      copy(static_cast<char*>(op.recv) + off, r + off, op.counts[static_cast<std::size_t>(q)] * es);
+      copy(static_cast<char*>(op.recv) + off, static_cast<char*>(h.recv) + off,
+           op.counts[static_cast<std::size_t>(q)] * es);
     }
   } else {
-    copy(op.recv, r, outBytes);
+    copy(op.recv, h.recv, outBytes);
   }
-  stream_->synchronize();  // result back on the device
+  stream_->synchronize();  // result back where the caller wants it
 }
 
 }  // namespace zrt::comm

@@ -1,12 +1,18 @@
-// StagedCommunicator: lets a rank whose buffers are in device memory use a host Communicator
-// (the MPI backend) through pinned staging buffers: each operation copies its input from the
-// device into pinned host memory, runs the host collective there, and copies the result back.
-// With the cuda device this is how several ranks sharing one GPU communicate without NCCL; with
-// the simulated host device it runs anywhere. Operations run in posting order on the
-// communicator's own progress thread; staging memory is charged to the device's ledger
-// (CommBuckets, pinned host) and grows to the largest operation.
-// Thread-safety: see Communicator. The host communicator must outlive this one and should not
-// be used directly while staged operations are in flight (its order is shared).
+// StagedCommunicator: hands a backend only the memory it can take, copying the rest through
+// staging buffers of the other kind on one of the device's streams.
+//   A host backend (MPI, threads): every operation's input is copied into pinned host memory,
+//   the host collective runs there and the result is copied back. With the cuda device this is
+//   how several ranks sharing one GPU communicate without NCCL; with the strict host device it
+//   runs anywhere.
+//   A backend that takes device memory only (NCCL): device buffers go to it as they are; a
+//   buffer in host memory (an offloaded shard, an NVMe read's pinned staging, a small host
+//   value) is copied into device memory first, and a result bound for one is copied back, as
+//   DeepSpeed moves an offloaded shard to the GPU before its all-gather.
+// Operations run in posting order on the communicator's own progress thread; staging memory is
+// charged to the device's ledger (CommBuckets, pinned host or device) and grows to the largest
+// operation.
+// Thread-safety: see Communicator. The backend must outlive this one and should not be used
+// directly while staged operations are in flight (its order is shared).
 #pragma once
 
 #include <memory>
@@ -20,26 +26,32 @@ class ProgressThread;
 
 class StagedCommunicator final : public Communicator {
  public:
-  StagedCommunicator(Device& device, Communicator& host);
+  StagedCommunicator(Device& device, Communicator& backend);
   ~StagedCommunicator() override;
 
-  int rank() const override { return host_.rank(); }
-  int size() const override { return host_.size(); }
-  std::string backendName() const override { return "staged(" + host_.backendName() + ")"; }
+  int rank() const override { return backend_.rank(); }
+  int size() const override { return backend_.size(); }
+  std::string backendName() const override { return "staged(" + backend_.backendName() + ")"; }
+  // It takes host and device memory alike; its buffers are the backend's.
+  bool takesHostMemory() const override { return true; }
+  CommBuffer allocateBuffer(std::size_t bytes) override;
+  MemPlace bufferPlace() const override;
   Work post(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }
   InFlight inFlight() const override;
-  // The host communicator's: its watchdog guards the staged operations.
-  void setTimeout(std::chrono::milliseconds timeout) override { host_.setTimeout(timeout); }
+  // The backend's: its watchdog guards the staged operations.
+  void setTimeout(std::chrono::milliseconds timeout) override { backend_.setTimeout(timeout); }
 
  private:
   void runOp(const Collective& op);
+  bool needsStaging(const void* p, std::size_t bytes) const;
   char* stage(DeviceMemory& buf, std::size_t bytes);
   void copy(void* dst, const void* src, std::size_t bytes);
 
   Device& device_;
-  Communicator& host_;
+  Communicator& backend_;
+  const bool deviceBackend_;  // the backend takes device memory only
   std::unique_ptr<Stream> stream_;
   DeviceMemory sendStage_, recvStage_;
   CommStats stats_;

@@ -149,11 +149,13 @@ std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger
             "cuda or cuda:<ordinal>");
 }
 
-bool cudaDeviceAvailable() {
+bool cudaDeviceAvailable() { return visibleCudaDevices() > 0; }
+
+int visibleCudaDevices() {
 #if ZRT_HAVE_CUDA
-  return cudaDeviceCount() > 0;
+  return cudaDeviceCount();
 #else
-  return false;
+  return 0;
 #endif
 }
 

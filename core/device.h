@@ -102,6 +102,15 @@ class Device {
   // device); false for a GPU and for the strict host device ("host-strict"), whose device memory
   // faults on a host access.
   virtual bool hostReadsDeviceMemory() const { return kind() == DeviceKind::Host; }
+  // Whether [p, p + bytes) lies inside one allocation of this device's memory (allocate,
+  // reserve): what a backend that takes device memory only (NCCL) may be handed. Pinned and
+  // pageable host memory are not. The default answers false: on `host`, device memory is
+  // ordinary host memory and nothing tells it apart, so whoever asks stages it as host memory.
+  virtual bool isDeviceMemory(const void* p, std::size_t bytes) const {
+    (void)p;
+    (void)bytes;
+    return false;
+  }
 
   // Device memory, charged to the ledger as reserved and in use under `tag`; throws OutOfMemory
   // (naming the tag, with the ledger table) when it does not fit. Each call with bytes > 0 is one
@@ -176,5 +185,7 @@ std::unique_ptr<Device> makeDevice(const std::string& spec, MemoryLedger& ledger
 
 // True when this build has CUDA and a driver with at least one device answers.
 bool cudaDeviceAvailable();
+// The GPUs this process sees (0 without CUDA or a driver).
+int visibleCudaDevices();
 
 }  // namespace zrt

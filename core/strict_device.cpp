@@ -255,6 +255,16 @@ void* StrictDevice::translate(const void* p, std::size_t bytes, const char* what
   return m.alias() + offset;
 }
 
+bool StrictDevice::isDeviceMemory(const void* p, std::size_t bytes) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mu_);
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin()) return false;
+  --it;
+  const std::uintptr_t offset = addr - it->first;
+  return offset < it->second->bytes() && bytes <= it->second->bytes() - offset;
+}
+
 void StrictDevice::copyAsync(void* dst, const void* src, std::size_t bytes, Stream& stream) {
   void* d = translate(dst, bytes, "copy destination");
   const void* s = translate(src, bytes, "copy source");

@@ -38,6 +38,7 @@ class StrictDevice final : public Device {
   std::string name() const override { return "host-strict:0"; }
   std::uint64_t capacity() const override { return capacity_; }
   bool hostReadsDeviceMemory() const override { return false; }
+  bool isDeviceMemory(const void* p, std::size_t bytes) const override;
   std::uint64_t used() const { return used_.load(); }
   std::chrono::microseconds streamDelay() const { return delay_; }
 

@@ -31,7 +31,7 @@
 // Misuse (a module reported twice or never) is found on the rank at fault and reported on every
 // rank at endMicroStep, after the collectives that were due, so no rank waits for a peer that
 // gave up.
-// The config's zrt.comm_timeout_s becomes the timeout of the communicator the Engine is given
+// The config's zrt.comm_timeout_s becomes the timeout of the communicators the Engine is given
 // (Communicator::useConfigTimeout: ZRT_COMM_TIMEOUT_S, when set, still wins), for as long as the
 // communicator lives.
 // Construction is collective. Thread-safety: one thread (the training loop) drives an Engine.
@@ -80,6 +80,14 @@ struct StepReport {
 class Engine {
  public:
   Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model);
+  // With a second communicator over the same ranks for the model's data: the gradient buckets,
+  // the parameter gathers and the stage-3 reads, as a GPU job hands NCCL its device buffers
+  // while the Engine's agreements (set-up, overflow, misuse, step reports, checkpoints) stay on
+  // `comm`, a host backend. A `data` backend that takes device memory only is handed device
+  // memory only: what lives in host memory (an offloaded shard, an NVMe read) is staged through
+  // device memory (comm/staged_communicator.h). Both must outlive the Engine.
+  Engine(const Config& config, Device& device, comm::Communicator& comm, comm::Communicator& data,
+         EngineModel model);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -133,6 +141,8 @@ class Engine {
 
  private:
   struct Impl;
+  Engine(const Config& config, Device& device, comm::Communicator& comm, comm::Communicator* data,
+         EngineModel model);
   std::unique_ptr<Impl> impl_;
 
   // ---- Checkpoints (runtime/checkpoint/checkpoint.h, docs/checkpoint.md) ----

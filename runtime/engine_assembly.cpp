@@ -46,12 +46,15 @@ void Engine::Impl::validate() {
     ZRT_THROW(InvalidArgument, "engine: ", config.source,
               ": zero_optimization.offload_optimizer.nvme_path is required with device nvme");
   // The Engine's own agreements (set-up, overflow, step reports) are collectives over host
-  // memory, and its buckets stage device memory through pinned buffers for a host backend.
+  // memory; a device backend carries the model's data beside a host one.
   if (!comm.takesHostMemory())
     ZRT_THROW(InvalidArgument, "engine: the communicator's backend ", comm.backendName(),
-              " takes device memory only; hand the Engine a host backend (MPI), whose collectives on "
-              "device memory go through pinned staging (NCCL inside the Engine is not wired yet, "
-              "issue 30)");
+              " takes device memory only; hand the Engine a host backend (MPI) for its agreements "
+              "and this one as its data communicator");
+  if (dataComm && (dataComm->size() != world || dataComm->rank() != rank))
+    ZRT_THROW(InvalidArgument, "engine: the data communicator (", dataComm->backendName(), ") is rank ",
+              dataComm->rank(), " of ", dataComm->size(), " but the communicator (", comm.backendName(),
+              ") is rank ", rank, " of ", world, "; both must span the same ranks in the same order");
   if (config.fp16.enabled && config.bf16.enabled)
     ZRT_THROW(InvalidArgument, "engine: ", config.source, " enables both fp16 and bf16");
   dtype = trainingPrecision(config);
@@ -204,17 +207,30 @@ void Engine::Impl::connect() {
   std::vector<std::size_t> numels;
   for (const ParamInfo& p : layout.params)
     if (p.spec->trainable) numels.push_back(p.numel);
+  comm::Communicator& backend = dataComm ? *dataComm : comm;
   ParameterParts parts{
-      &layout, states.get(), dtype, &comm, {trainableStore.get(), frozenStore.get()}};
-  // The MPI and shared-memory backends read host memory: on a device whose memory the host
-  // cannot touch, the bucketers' collectives go through pinned staging buffers.
-  const bool staged = !device.hostReadsDeviceMemory();
+      &layout, states.get(), dtype, &backend, {trainableStore.get(), frozenStore.get()}};
+  if (!device.hostReadsDeviceMemory()) parts.device = &device;
+  // A host backend (MPI) on a device whose memory the host cannot touch, and a backend that takes
+  // device memory only (NCCL) handed an offloaded shard, get their buffers through staging.
+  const bool staged = !device.hostReadsDeviceMemory() || !backend.takesHostMemory();
   if (staged) {
-    parts.device = &device;
-    stagedComm = std::make_unique<comm::StagedCommunicator>(device, comm);
-    parts.comm = stagedComm.get();  // stage 3's value() gathers from the device shard
+    stagedComm = std::make_unique<comm::StagedCommunicator>(device, backend);
+    parts.comm = stagedComm.get();  // stage 3's value() gathers from the shard
   }
-  comm::Communicator& bucketComm = staged ? *stagedComm : comm;
+  comm::Communicator& bucketComm = staged ? *stagedComm : backend;
+  // The parameter gathers: on their own lane where the backend has one, so a gather never queues
+  // behind a reduction; else behind the buckets, in one posting order.
+  comm::Communicator* lane = &bucketComm;
+  if (stage == 3 || (stage >= 1 && world > 1 && !numels.empty())) {
+    gatherLane = backend.duplicate();
+    if (gatherLane && staged) {
+      stagedLane = std::make_unique<comm::StagedCommunicator>(device, *gatherLane);
+      lane = stagedLane.get();
+    } else if (gatherLane) {
+      lane = gatherLane.get();
+    }
+  }
   std::unique_ptr<comm::AllGatherBucketer> gatherer;
   if (!numels.empty()) {
     auto o = comm::GradientBucketerOptions::fromZeroConfig(config.zero_optimization, dtype);
@@ -225,23 +241,11 @@ void Engine::Impl::connect() {
     o.output = gradients->reduceTarget();
     o.device = &device;
     gradients->connect(std::make_unique<comm::GradientBucketer>(bucketComm, numels, o));
-    if (stage == 3) {
-      gatherLane = comm.duplicate();
-      if (staged) {
-        stagedLane = std::make_unique<comm::StagedCommunicator>(device, gatherLane ? *gatherLane : comm);
-      }
-    } else if (stage >= 1 && world > 1) {
+    if (stage < 3 && stage >= 1 && world > 1) {
       const std::size_t whole = states->trainableLayout().numel;
-      // Its own lane where the backend has one, so a gather never queues behind a reduction.
-      gatherLane = comm.duplicate();
       auto g = comm::AllGatherBucketerOptions::fromZeroConfig(config.zero_optimization, dtype);
       g.device = &device;
       g.ledger = &device.ledger();
-      comm::Communicator* lane = gatherLane ? gatherLane.get() : &comm;
-      if (staged) {
-        stagedLane = std::make_unique<comm::StagedCommunicator>(device, *lane);
-        lane = stagedLane.get();
-      }
       gatherer = std::make_unique<comm::AllGatherBucketer>(
           *lane, std::span<const std::size_t>(&whole, 1), g);
       ZRT_ENFORCE_EQ(gatherer->plan().shardCount[0], states->trainableLayout().shard.count);
@@ -264,7 +268,7 @@ void Engine::Impl::connect() {
     o.stagingBufferElements = static_cast<std::uint64_t>(std::max<std::int64_t>(1, offParam.buffer_size));
     parameters = partitionedParameters(
         parts, std::make_unique<ParamCoordinator>(
-                   device, stagedLane ? *stagedLane : gatherLane ? *gatherLane : comm, layout.moduleRanges,
+                   device, *lane, layout.moduleRanges,
                    ShardSource{states->parameters().data(), states->trainableLayout().shard.count, trainableStore.get()},
                    ShardSource{states->frozenParameters().data(), states->frozenLayout().shard.count, frozenStore.get()},
                    o));
@@ -272,11 +276,20 @@ void Engine::Impl::connect() {
 }
 
 Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, EngineModel model)
-    : impl_(std::make_unique<Impl>(config, device, comm, std::move(model))) {
+    : Engine(config, device, comm, nullptr, std::move(model)) {}
+
+Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, comm::Communicator& data,
+               EngineModel model)
+    : Engine(config, device, comm, &data, std::move(model)) {}
+
+Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, comm::Communicator* data,
+               EngineModel model)
+    : impl_(std::make_unique<Impl>(config, device, comm, data, std::move(model))) {
   const comm::CallerLabel label = Impl::enter("Engine::Engine() (set-up)");
   // Before the first collective, so a rank that never arrives is reported after the config's
   // time, not the communicator's default; its lanes, duplicated below, inherit it.
   comm.useConfigTimeout(config.zrt.comm_timeout_s);
+  if (data) data->useConfigTimeout(config.zrt.comm_timeout_s);
   Impl& e = *impl_;
   e.validate();
   checkSameRegistration(comm, e.model);

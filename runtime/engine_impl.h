@@ -36,12 +36,13 @@ namespace zrt {
 struct Engine::Impl {
   using Clock = std::chrono::steady_clock;
 
-  Impl(const Config& c, Device& d, comm::Communicator& cm, EngineModel m)
-      : config(c), device(d), comm(cm), model(std::move(m)) {}
+  Impl(const Config& c, Device& d, comm::Communicator& cm, comm::Communicator* data, EngineModel m)
+      : config(c), device(d), comm(cm), dataComm(data), model(std::move(m)) {}
 
   Config config;
   Device& device;
-  comm::Communicator& comm;
+  comm::Communicator& comm;  // agreements; also the model's data without dataComm
+  comm::Communicator* dataComm;  // the model's data (buckets, gathers), when given
   EngineModel model;
   int world = 1;
   int rank = 0;
@@ -66,8 +67,8 @@ struct Engine::Impl {
   std::unique_ptr<Stream> copyStream;  // offloaded optimizer: host <-> device copies
   // Where the host cannot touch device memory: the set-up's copies and the optimizer's kernels.
   std::unique_ptr<Stream> kernelStream;
-  // There too, the communicator the gradient buckets post to, through pinned staging buffers;
-  // it outlives them.
+  // There, or with a data communicator that takes device memory only, the communicator the
+  // gradient buckets post to, through staging buffers; it outlives them.
   std::unique_ptr<comm::Communicator> stagedComm;
   std::unique_ptr<RankGradients> gradients;
   std::unique_ptr<comm::Communicator> gatherLane;  // outlives the parameter home that posts to it

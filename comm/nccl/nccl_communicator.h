@@ -46,6 +46,8 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backendName() const override { return "nccl"; }
   bool takesHostMemory() const override { return false; }
+  // Device memory (CommBuffer::onDevice), charged by the device as CommBuckets.
+  CommBuffer allocateBuffer(std::size_t bytes) override { return CommBuffer::onDevice(device_, bytes); }
   Work post(Collective op) override;
   const CommStats& stats() const override { return stats_; }
   CommStats& stats() override { return stats_; }

@@ -164,6 +164,17 @@ void CudaDevice::hostCallback(Stream& stream, std::function<void()> fn) {
   }
 }
 
+bool CudaDevice::isDeviceMemory(const void* p, std::size_t bytes) const {
+  // The first and the last byte: the runtime API does not tell an allocation's extent.
+  auto onDevice = [](const void* at) {
+    cudaPointerAttributes a{};
+    ZRT_CHECK_CUDA(cudaPointerGetAttributes(&a, at));
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  };
+  if (p == nullptr) return false;
+  return onDevice(p) && (bytes <= 1 || onDevice(static_cast<const char*>(p) + bytes - 1));
+}
+
 void* CudaDevice::rawAllocate(std::size_t bytes) {
   makeCurrent();
   void* p = nullptr;

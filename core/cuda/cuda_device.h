@@ -20,6 +20,8 @@ class CudaDevice final : public Device {
   std::uint64_t capacity() const override { return capacity_; }
   int ordinal() const { return ordinal_; }
 
+  // cudaPointerGetAttributes: device (or managed) memory of any GPU this process can reach.
+  bool isDeviceMemory(const void* p, std::size_t bytes) const override;
   std::unique_ptr<Stream> createStream() override;
   std::unique_ptr<Event> createEvent() override;
   void copyAsync(void* dst, const void* src, std::size_t bytes, Stream& stream) override;

@@ -9,7 +9,10 @@
 // device resume on the other, and reshard to one rank, bit for bit. The model reads its
 // parameters and writes its gradients only through the device's copies (TrainHooks::device), so
 // a host access anywhere in the step would kill the run with the tag and offset. A backend that
-// takes device memory only is refused by name.
+// takes device memory only (NCCL's contract, tests/support/device_only_comm.h) is refused by name
+// as the Engine's communicator and, as its data communicator beside MPI, carries the buckets and
+// gathers of every stage and offload to the same bits (its own ctest entry,
+// runtime_engine_data_comm_test_np2).
 // Registered again under the cuda label (runtime_engine_cuda_test_np2/np4, ZRT_TEST_DEVICE=cuda:0):
 // the same matrix on a GPU against host, skipped where no CUDA device answers.
 #include <doctest/doctest.h>
@@ -22,10 +25,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "core/build_config.h"
+#if ZRT_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#include "core/cuda/cuda_device.h"
+#endif
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -34,6 +43,7 @@
 #include "runtime/engine.h"
 #include "tests/runtime/checkpoint_test_support.h"
 #include "tests/runtime/engine_test_model.h"
+#include "tests/support/device_only_comm.h"
 #include "tests/support/mpi_test.h"
 
 using namespace zrt;
@@ -76,14 +86,40 @@ const std::string kOffloadCpu = R"(, "offload_optimizer": {"device": "cpu", "pin
 const std::string kSgd =
     R"("optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},)";
 
+// NCCL itself as the data communicator (ZRT_TEST_NCCL=1, with ZRT_TEST_DEVICE=cuda:0), where the
+// build has it.
+bool ncclUnderTest() {
+  const char* n = std::getenv("ZRT_TEST_NCCL");
+  return ZRT_HAVE_NCCL && n && std::string(n) == "1";
+}
+
+// deviceBackend: the model's data goes through a backend that takes device memory only beside
+// `comm`: test::DeviceOnlyComm (NCCL's contract), or NCCL itself under ZRT_TEST_NCCL=1 on a GPU
+// (runtime_engine_nccl_test_np1). The run checks that it carried some.
 Run trainOn(const std::string& spec, comm::Communicator& comm, int stage, int accum, DType dtype,
-            bool adamW, const std::string& zeroExtra = "", const std::string& optimizer = "") {
+            bool adamW, const std::string& zeroExtra = "", const std::string& optimizer = "",
+            bool deviceBackend = false) {
   const Config config = parseConfig(
       withOptimizer(configText(stage, accum, comm.size(), dtype, adamW, zeroExtra), optimizer),
       "strict test", comm.size());
   MemoryLedger ledger;
   auto device = makeDevice(spec, ledger);
-  Engine engine(config, *device, comm, test::testModel(0.02));
+  std::unique_ptr<comm::Communicator> lane;
+  std::unique_ptr<comm::Communicator> data;
+  std::unique_ptr<Stream> ncclStream;
+  if (deviceBackend && ncclUnderTest()) {
+#if ZRT_HAVE_NCCL
+    ncclStream = device->createStream();
+    data = std::make_unique<comm::NcclCommunicator>(dynamic_cast<CudaDevice&>(*device), *ncclStream,
+                                                    MPI_COMM_WORLD);
+#endif
+  } else if (deviceBackend) {
+    lane = comm.duplicate();
+    data = std::make_unique<test::DeviceOnlyComm>(*device, *lane);
+  }
+  auto built = data ? std::make_unique<Engine>(config, *device, comm, *data, test::testModel(0.02))
+                    : std::make_unique<Engine>(config, *device, comm, test::testModel(0.02));
+  Engine& engine = *built;
   test::TrainHooks hooks;
   if (!device->hostReadsDeviceMemory()) hooks.device = device.get();
   // fp16: an inf in rank 0's gradient in step 1's last micro-step overflows that step on every
@@ -96,6 +132,7 @@ Run trainOn(const std::string& spec, comm::Communicator& comm, int stage, int ac
   Run r;
   r.reports = test::train(engine, comm, kSteps, kMicro, hooks);
   r.values = test::trainedValues(engine);
+  if (data) CHECK(data->stats().get(comm::OpKind::ReduceScatter).calls + data->stats().get(comm::OpKind::AllReduce).calls > 0);
   return r;
 }
 
@@ -309,33 +346,58 @@ TEST_CASE("checkpoints on host-strict: save, load and reshard end bit-identical 
   std::filesystem::remove_all(scratch);
 }
 
-// A backend that takes device memory only, as NCCL's, over the MPI one.
-class DeviceOnlyComm final : public comm::Communicator {
- public:
-  explicit DeviceOnlyComm(comm::Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string backendName() const override { return "device-only"; }
-  bool takesHostMemory() const override { return false; }
-  comm::Work post(comm::Collective op) override { return inner_.post(std::move(op)); }
-  const comm::CommStats& stats() const override { return inner_.stats(); }
-  comm::CommStats& stats() override { return inner_.stats(); }
-
- private:
-  comm::Communicator& inner_;
-};
-
-TEST_CASE("a backend that takes device memory only is refused by name, before any collective") {
+TEST_CASE("a backend that takes device memory only is refused by name as the communicator") {
   comm::MpiCommunicator mpi(MPI_COMM_WORLD);
-  DeviceOnlyComm comm(mpi);
   MemoryLedger ledger;
-  auto device = makeDevice(deviceUnderTest(), ledger);
+  auto device = makeDevice("host-strict:64M", ledger);
+  auto lane = mpi.duplicate();
+  test::DeviceOnlyComm comm(*device, *lane);
   const std::string text = configText(1, 1, comm.size(), DType::F32, false);
   const std::string msg = test::messageOf(
       [&] { Engine e(parseConfig(text, "s.json", comm.size()), *device, comm, test::testModel()); });
   CAPTURE(msg);
   CHECK(msg.find("engine: the communicator's backend device-only takes device memory only; hand "
-                 "the Engine a host backend (MPI)") != std::string::npos);
+                 "the Engine a host backend (MPI) for its agreements and this one as its data "
+                 "communicator") != std::string::npos);
+}
+
+// NCCL's contract on the strict device: the model's data through a backend that takes device
+// memory only (it throws on anything else), the agreements on MPI. Every stage, with the
+// optimizer and the parameters offloaded (their host shards go through device staging),
+// accumulation, fp16's skipped step and bf16: bit-identical to host.
+TEST_CASE("a data communicator that takes device memory only: every stage and offload, as host") {
+  ::setenv("ZRT_STRICT_STREAM_DELAY_US", "50", 1);
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::string dir = rankScratch(comm.rank());
+  const std::string s3 = kStage3;
+  const std::string paramCpu = R"(, "offload_param": {"device": "cpu", "pin_memory": true})";
+  struct Variant {
+    const char* name;
+    int stage;
+    DType dtype;
+    int accum;
+    std::string zero;
+  };
+  const Variant variants[] = {
+      {"stage 0, fp16", 0, DType::F16, 2, ""},
+      {"stage 1, bf16", 1, DType::BF16, 1, ""},
+      {"stage 2, fp32", 2, DType::F32, 2, ""},
+      {"stage 2, offload_optimizer cpu, fp16", 2, DType::F16, 2, kOffloadCpu},
+      {"stage 3, bf16", 3, DType::BF16, 2, s3},
+      {"stage 3, offload_param cpu, optimizer cpu, fp32", 3, DType::F32, 2, s3 + paramCpu + kOffloadCpu},
+      {"stage 3, offload_param nvme, optimizer nvme, bf16", 3, DType::BF16, 2,
+       s3 + parametersNvme(dir) + optimizerNvme(dir)}};
+  int compared = 0;
+  for (const Variant& v : variants) {
+    CAPTURE(v.name);
+    const Run host = trainOn("host:64M", comm, v.stage, v.accum, v.dtype, true, v.zero);
+    const Run device = trainOn(deviceUnderTest(), comm, v.stage, v.accum, v.dtype, true, v.zero, "", true);
+    checkSameRun(host, device);
+    CHECK(host.reports[1].taken == (v.dtype != DType::F16));
+    ++compared;
+  }
+  CHECK(compared == 7);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("SGD on the device, at every stage, ends bit-identical to host") {

@@ -34,7 +34,12 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "core/config/config.h"
+#include "core/build_config.h"
 #include "core/device.h"
+#if ZRT_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#include "core/cuda/cuda_device.h"
+#endif
 #include "core/error.h"
 #include "core/timing.h"
 #include "core/units.h"
@@ -70,6 +75,10 @@ struct Run {
   std::string deviceSpec;
   MemoryLedger ledger;
   std::unique_ptr<Device> device;
+  // --backend nccl: the model's data goes to NCCL (its stream is the one its collectives order
+  // after); the engine's agreements stay on comm. Both outlive the engine.
+  std::unique_ptr<Stream> dataStream;
+  std::unique_ptr<comm::Communicator> dataComm;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Gpt2> model;
   JsonLog jsonLog;
@@ -164,6 +173,7 @@ void setUp(Run& run) {
   run.lora = loraConfigOf(o);
   run.comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
   run.threads = setThreadsPerRank(MPI_COMM_WORLD);
+  const int onNode = rankOnNode(MPI_COMM_WORLD);
   // First what each rank reads alone: the config, the data, the log file, the device.
   std::exception_ptr failure;
   try {
@@ -176,7 +186,10 @@ void setUp(Run& run) {
     validate(run.shape);
     run.metadata = checkpointMetadata(run.shape, o.seed, run.lora, o.initFrom);
     run.data = loadText(o.data, o.seqLen);
-    run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config));
+    run.deviceSpec = deviceSpecFor(o, deviceSpec(run.config), onNode, visibleCudaDevices());
+    if (o.backend == "nccl" && run.deviceSpec.rfind("cuda", 0) != 0)
+      ZRT_THROW(InvalidArgument, "--backend nccl needs the cuda device; the device is ", run.deviceSpec,
+                " (from ", o.device.empty() ? "the config's zrt.device" : "--device", ")");
     run.device = makeDevice(run.deviceSpec, run.ledger);
     if (o.resume) {
       run.resumeFrom = findResumePoint(resumeDirectory(o));
@@ -211,7 +224,17 @@ void setUp(Run& run) {
       names.push_back({m.name, p.name});
       if (run.lora.enabled() && p.trainable) run.adapterNames.push_back(m.name + "/" + p.name);
     }
-  run.engine = std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
+#if ZRT_HAVE_NCCL
+  if (o.backend == "nccl") {  // collective: every rank joins NCCL here
+    run.dataStream = run.device->createStream();
+    run.dataComm = std::make_unique<comm::NcclCommunicator>(
+        dynamic_cast<CudaDevice&>(*run.device), *run.dataStream, MPI_COMM_WORLD,
+        std::chrono::milliseconds(static_cast<std::int64_t>(run.config.zrt.comm_timeout_s * 1000)));
+  }
+#endif
+  run.engine = run.dataComm ? std::make_unique<Engine>(run.config, *run.device, *run.comm, *run.dataComm,
+                                                       std::move(registration))
+                            : std::make_unique<Engine>(run.config, *run.device, *run.comm, std::move(registration));
   loadCheckpoint(run, names);
   try {
     run.model = std::make_unique<Gpt2>(
@@ -308,6 +331,10 @@ void reportMetrics(Run& run, std::int64_t stepsDone, double stepSeconds, double 
   metrics::readLedger(run.ledger, m);
   metrics::readCommStats(run.comm->stats(), m);
   metrics::noteInFlight(run.comm->inFlight(), m);
+  if (run.dataComm) {  // --backend nccl: the model's data is counted there
+    metrics::addCommStats(run.dataComm->stats(), m);
+    metrics::noteInFlight(run.dataComm->inFlight(), m);
+  }
   if (const comm::Communicator* lane = run.engine->gatherLane()) {
     metrics::addCommStats(lane->stats(), m);
     metrics::noteInFlight(lane->inFlight(), m);

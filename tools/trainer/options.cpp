@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_config.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "tools/common/progress.h"
@@ -52,6 +53,9 @@ void addFlags(CLI::App& app, Options& o) {
   app.add_flag("--checkpoint-offload", o.checkpointOffload,
                "with --activation-checkpointing: keep those inputs in pinned host memory");
   app.add_option("--device", o.device, "host, host-strict or cuda (default: the config's zrt.device)");
+  app.add_option("--backend", o.backend,
+                 "collectives for the model's data (gradient buckets, parameter gathers): mpi, or nccl "
+                 "on --device cuda with a GPU per rank (the engine's agreements stay on MPI; default mpi)");
   app.add_option("--device-mem", o.deviceMem,
                  "capacity of the host device, e.g. 2G (default: the config's zrt.host_device_memory)");
   app.add_option("--json-log", o.jsonLog, "write one JSON line per step to this file, and rank 0's memory ledger in bytes after the last");
@@ -100,6 +104,12 @@ void checkOptions(const Options& o) {
   if (!o.device.empty() && o.device != "host" && o.device != "host-strict" && o.device != "cuda")
     ZRT_THROW(InvalidArgument, "--device ", o.device, ": expected host, host-strict or cuda");
   if (!o.deviceMem.empty()) parseBytes(o.deviceMem, "--device-mem");
+  if (o.backend != "mpi" && o.backend != "nccl")
+    ZRT_THROW(InvalidArgument, "--backend ", o.backend, ": expected mpi or nccl");
+  if (o.backend == "nccl" && !ZRT_HAVE_NCCL)
+    ZRT_THROW(InvalidArgument, "--backend nccl: this build of ZRT has no NCCL (configure with NCCL installed)");
+  if (o.backend == "nccl" && !o.device.empty() && o.device != "cuda")
+    ZRT_THROW(InvalidArgument, "--backend nccl needs --device cuda (NCCL moves GPU memory), not ", o.device);
   if (!o.deviceMem.empty() && o.device == "cuda")
     ZRT_THROW(InvalidArgument, "--device-mem sets the host device's capacity; it does not apply to --device cuda");
   if (o.loraRank == 0 && o.loraAlpha != 0)
@@ -123,9 +133,10 @@ std::string resumeDirectory(const Options& o) {
   return o.resumeDir.empty() ? o.saveDir : o.resumeDir;
 }
 
-std::string deviceSpecFor(const Options& o, const std::string& configSpec) {
+std::string deviceSpecFor(const Options& o, const std::string& configSpec, int rankOnNode, int visibleGpus) {
   std::string spec = configSpec;
   if (!o.device.empty() && spec.substr(0, spec.find(':')) != o.device) spec = o.device;
+  if (spec == "cuda") spec = "cuda:" + std::to_string(visibleGpus > 0 ? rankOnNode % visibleGpus : 0);
   if (!o.deviceMem.empty())
     spec = (spec.rfind("host-strict", 0) == 0 ? "host-strict:" : "host:") +
            std::to_string(parseBytes(o.deviceMem, "--device-mem"));

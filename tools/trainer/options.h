@@ -35,6 +35,7 @@ struct Options {
   bool checkpointOffload = false;
   std::string device;     // empty: the config's zrt.device
   std::string deviceMem;  // empty: the config's zrt.host_device_memory
+  std::string backend = "mpi";  // the model's data (buckets, gathers): mpi or nccl
   std::string jsonLog;
   std::string progress = "auto";  // auto, on, off
   int loraRank = 0;               // 0: no adapters, every parameter trains
@@ -51,7 +52,8 @@ void addFlags(CLI::App& app, Options& o);
 // Throws InvalidArgument naming the flag for what CLI11's per-flag checks cannot see: a width
 // the heads do not divide, --save-every without --save-dir, --resume with no directory, --resume
 // with --init-from, --checkpoint-offload without --activation-checkpointing, an unknown
-// --device, a --device-mem that is not a size, --lora-alpha or --lora-targets without
+// --device, a --device-mem that is not a size, --backend nccl without --device cuda (or in a
+// build without NCCL), --lora-alpha or --lora-targets without
 // --lora-rank, and a LoRA setting the model cannot take (model/lora.h's validate).
 void checkOptions(const Options& o);
 
@@ -63,9 +65,11 @@ LoraConfig loraConfigOf(const Options& o);
 std::string resumeDirectory(const Options& o);
 
 // The device spec for makeDevice(): --device and --device-mem over the config's `configSpec`
-// (zrt.device, zrt.host_device_memory). Throws InvalidArgument for a device the model cannot
-// run on.
-std::string deviceSpecFor(const Options& o, const std::string& configSpec);
+// (zrt.device, zrt.host_device_memory). "cuda" without an ordinal is this rank's GPU on its node,
+// as DeepSpeed's local rank picks one: cuda:<rankOnNode mod visibleGpus> (cuda:0 without any).
+// Throws InvalidArgument for a device the model cannot run on.
+std::string deviceSpecFor(const Options& o, const std::string& configSpec, int rankOnNode = 0,
+                          int visibleGpus = 0);
 
 // Whether rank 0 rewrites one progress line in place (with ETA) instead of printing a line per
 // step. "auto": when stdout is a terminal and the process was not started by mpirun, because

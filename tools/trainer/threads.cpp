@@ -12,6 +12,15 @@ namespace zrt::trainer {
 
 int shareOfCores(int cores, int ranksOnNode) { return std::max(1, cores / std::max(1, ranksOnNode)); }
 
+int rankOnNode(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  ZRT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int rank = 0;
+  ZRT_CHECK_MPI(MPI_Comm_rank(node, &rank));
+  ZRT_CHECK_MPI(MPI_Comm_free(&node));
+  return rank;
+}
+
 int setThreadsPerRank(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   ZRT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));

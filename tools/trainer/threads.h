@@ -13,6 +13,9 @@ namespace zrt::trainer {
 // max(1, cores / ranksOnNode).
 int shareOfCores(int cores, int ranksOnNode);
 
+// This rank's place among the ranks on its node (collective over `comm`).
+int rankOnNode(MPI_Comm comm);
+
 // Sets the OpenMP thread count of this rank (collective over `comm`: counts the ranks sharing
 // this node) unless OMP_NUM_THREADS is set, and returns the count in force.
 int setThreadsPerRank(MPI_Comm comm);

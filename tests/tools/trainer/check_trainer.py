@@ -39,8 +39,9 @@
       stage-2 run saved on `host` and resumed on the strict device; on 2 layers x 48 wide, 3
       heads, T 40. Every step's loss, grad norm, loss scale and validation loss must be the same bits:
       the layers run the same code, as host kernels on the device's stream.
-      With --device cuda, the same on a GPU (the layers' CUDA phases) within fp32's rounding;
-      exit 77 (skipped) before anything runs where no CUDA device answers.
+      With --device cuda, the same on a GPU (the layers' CUDA phases) within fp32's rounding, and
+      the main job on one rank with --backend nccl (the model's data through NCCL); exit 77
+      (skipped) before anything runs where no CUDA device answers.
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -517,7 +518,7 @@ def strict(a):
     ]
     strict_env = dict(os.environ, ZRT_STRICT_STREAM_DELAY_US="50")
     with tempfile.TemporaryDirectory() as work:
-        def runs(label, c, flags, nvme, precision, index):
+        def runs(label, c, flags, nvme, precision, index, ranks=2, device_flags=()):
             d = os.path.join(work, f"case{index}")
             os.makedirs(d)
             z = c.get("zero_optimization", {})
@@ -531,9 +532,12 @@ def strict(a):
             for dev in ("host", device):
                 log = os.path.join(d, dev + ".jsonl")
                 args = ["--config", path, "--steps", str(steps), "--json-log", log, "--progress", "off",
-                        "--device", dev] + shape + extra + flags
-                rc, text, cmd = run(a.mpiexec, 2, a.trainer, args,
+                        "--device", dev] + shape + extra + flags + (list(device_flags) if dev == device else [])
+                rc, text, cmd = run(a.mpiexec, ranks, a.trainer, args,
                                     env=strict_env if dev == "host-strict" else None)
+                if rc == 2 and "has no NCCL" in text:
+                    print(f"== {label}: skipped, this build has no NCCL")
+                    return []
                 if rc != 0:
                     return [f"{label} on {dev}: exit {rc}: {' '.join(cmd)}\n{text}"]
                 if f"device {dev}" not in text:
@@ -567,6 +571,12 @@ def strict(a):
 
         for i, (label, c, flags, nvme, precision) in enumerate(cases):
             failures += runs(label, c, flags, nvme, precision, i)
+        if device == "cuda":
+            # The model's data through NCCL beside MPI (one rank: NCCL takes one rank per GPU, and
+            # one GPU is what gpu-check.sh has): the main job, its NVMe shards staged up to the GPU.
+            failures += runs("the main job on one rank, data through NCCL", config("stage3_nvme_offload.json",
+                             train_batch_size=4), [], True, "fp32", len(cases), ranks=1,
+                             device_flags=["--backend", "nccl"])
 
         # Saved on host after 3 steps, resumed on host-strict for 3 more: the steps after the save
         # are those of the host run that never stopped.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_config.h"
 #include "core/error.h"
 #include "options.h"
 
@@ -76,6 +77,15 @@ TEST_CASE("checks across flags name the flag") {
   CHECK(has(refusal(parse({"--device-mem", "lots"})), "--device-mem"));
   CHECK(has(refusal(parse({"--save-on-signal"})), "--save-on-signal needs --save-dir"));
   CHECK(refusal(parse({"--save-on-signal", "--save-dir", "/tmp/x"})).empty());
+  CHECK(parse({}).backend == "mpi");
+  CHECK(has(refusal(parse({"--backend", "gloo"})), "--backend gloo: expected mpi or nccl"));
+  if (ZRT_HAVE_NCCL) {
+    CHECK(has(refusal(parse({"--backend", "nccl", "--device", "host"})),
+              "--backend nccl needs --device cuda (NCCL moves GPU memory), not host"));
+    CHECK(refusal(parse({"--backend", "nccl", "--device", "cuda"})).empty());
+  } else {
+    CHECK(has(refusal(parse({"--backend", "nccl"})), "--backend nccl: this build of ZRT has no NCCL"));
+  }
 }
 
 TEST_CASE("the metrics endpoint: the config's unless a flag says otherwise") {
@@ -104,7 +114,11 @@ TEST_CASE("the device: the config's, overridden by --device and --device-mem; ho
   CHECK(deviceSpecFor(parse({"--device-mem", "2G"}), "host:1073741824") == "host:2147483648");
   CHECK(deviceSpecFor(parse({"--device", "host"}), "host:1024") == "host:1024");
   CHECK(deviceSpecFor(parse({"--device", "host"}), "cuda") == "host");
-  CHECK(deviceSpecFor(parse({"--device", "cuda"}), "host") == "cuda");
+  CHECK(deviceSpecFor(parse({"--device", "cuda"}), "host") == "cuda:0");
+  // "cuda" alone: this rank's GPU on its node, as DeepSpeed's local rank picks it.
+  CHECK(deviceSpecFor(parse({"--device", "cuda"}), "host", 5, 4) == "cuda:1");
+  CHECK(deviceSpecFor(parse({}), "cuda", 1, 2) == "cuda:1");
+  CHECK(deviceSpecFor(parse({}), "cuda", 1, 1) == "cuda:0");
   CHECK(deviceSpecFor(parse({}), "cuda:1") == "cuda:1");
   CHECK(deviceSpecFor(parse({"--device", "cuda"}), "cuda:1") == "cuda:1");
   CHECK(deviceSpecFor(parse({"--device", "host-strict"}), "host") == "host-strict");
