@@ -1,8 +1,9 @@
 // CommBuffer: memory a Communicator moves fastest, from Communicator::allocateBuffer (as NCCL's
 // ncclMemAlloc). The MPI backend places it in an MPI shared-memory window when ranks share a
 // node, so its shared-memory path reads peers' buffers in place instead of copying them through
-// staging; a device backend (NCCL) returns device memory; the others ordinary 64-byte-aligned memory. Move-only; freeing returns the
-// memory (for a shared window that is collective: free buffers in the same order on every rank).
+// staging; a device backend (NCCL) returns device memory; the others ordinary 64-byte-aligned
+// memory. Move-only; freeing returns the memory (for a shared window that is collective: free
+// buffers in the same order on every rank).
 // Thread-safety: none; one owner.
 #pragma once
 
