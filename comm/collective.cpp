@@ -53,6 +53,19 @@ std::size_t segmentOffset(const Collective& op, int rank) {
   return off;
 }
 
+BufferBytes bufferBytes(const Collective& op, int rank) {
+  const std::size_t es = dtypeSize(op.dtype);
+  const auto me = static_cast<std::size_t>(rank);
+  switch (op.kind) {
+    case OpKind::AllReduce: return {op.count * es, op.count * es};
+    case OpKind::Broadcast: return {0, op.count * es};
+    case OpKind::ReduceScatter: return {totalCount(op) * es, op.counts[me] * es};
+    case OpKind::AllGather: return {op.counts[me] * es, recvExtent(op) * es};
+    case OpKind::Barrier: break;
+  }
+  return {};
+}
+
 std::size_t recvExtent(const Collective& op) {
   switch (op.kind) {
     case OpKind::AllReduce:

@@ -59,6 +59,12 @@ std::size_t segmentOffset(const Collective& op, int rank);
 // One past the last element written to recv on any rank (AllGather: max displs[r] + counts[r]).
 std::size_t recvExtent(const Collective& op);
 bool isInPlace(const Collective& op, int rank);
+// The bytes of send that `rank`'s part of `op` reads and of recv that it may write, from each
+// pointer on. A broadcast reads nothing from send: its input is the root's recv.
+struct BufferBytes {
+  std::size_t send = 0, recv = 0;
+};
+BufferBytes bufferBytes(const Collective& op, int rank);
 
 // Throws InvalidArgument naming the rank and the problem when `op` cannot run on a world of
 // `worldSize` ranks: wrong number of counts, overlapping all-gather segments, null buffers with

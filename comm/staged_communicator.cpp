@@ -56,17 +56,7 @@ void StagedCommunicator::copy(void* dst, const void* src, std::size_t bytes) {
 void StagedCommunicator::runOp(const Collective& op) {
   if (op.kind == OpKind::Barrier) return backend_.post(op).wait();
   const std::size_t es = dtypeSize(op.dtype);
-  const auto me = static_cast<std::size_t>(rank());
-  // Bytes this rank hands to the collective, and bytes of recv the result may cover. A
-  // broadcast's input is recv itself (on the root).
-  std::size_t inBytes = 0, outBytes = 0;
-  switch (op.kind) {
-    case OpKind::AllReduce: inBytes = outBytes = op.count * es; break;
-    case OpKind::Broadcast: outBytes = op.count * es; break;
-    case OpKind::ReduceScatter: inBytes = totalCount(op) * es; outBytes = op.counts[me] * es; break;
-    case OpKind::AllGather: inBytes = op.counts[me] * es; outBytes = recvExtent(op) * es; break;
-    case OpKind::Barrier: break;
-  }
+  const auto [inBytes, outBytes] = bufferBytes(op, rank());
   Collective h = op;  // the same operation, on staging where the backend needs it
   const bool stageOut = needsStaging(op.recv, outBytes);
   if (stageOut) h.recv = stage(recvStage_, outBytes);

@@ -28,6 +28,29 @@ TEST_CASE("bytes count the full buffer") {
   CHECK(opBytes(op) == 20);
 }
 
+TEST_CASE("the bytes of send and recv one rank's part reads and writes") {
+  Collective op;
+  op.dtype = DType::BF16;
+  op.kind = OpKind::ReduceScatter;
+  op.counts = {3, 0, 5};
+  CHECK(bufferBytes(op, 0).send == 16);
+  CHECK(bufferBytes(op, 0).recv == 6);
+  CHECK(bufferBytes(op, 1).recv == 0);
+  op.kind = OpKind::AllGather;  // rank 2's piece; recv runs to the furthest segment's end
+  op.displs = {10, 0, 3};
+  CHECK(bufferBytes(op, 2).send == 10);
+  CHECK(bufferBytes(op, 2).recv == 26);
+  op.kind = OpKind::Broadcast;  // the root's input is its recv
+  op.count = 7;
+  CHECK(bufferBytes(op, 0).send == 0);
+  CHECK(bufferBytes(op, 0).recv == 14);
+  op.kind = OpKind::AllReduce;
+  CHECK(bufferBytes(op, 1).send == 14);
+  CHECK(bufferBytes(op, 1).recv == 14);
+  op.kind = OpKind::Barrier;
+  CHECK(bufferBytes(op, 0).send + bufferBytes(op, 0).recv == 0);
+}
+
 TEST_CASE("validation names the problem") {
   std::vector<float> buf(64);
   Collective op;

@@ -31,18 +31,9 @@ class DeviceOnlyComm final : public comm::Communicator {
   }
   comm::Work post(comm::Collective op) override {
     comm::validate(op, rank(), size());
-    const std::size_t es = dtypeSize(op.dtype);
-    const auto me = static_cast<std::size_t>(rank());
-    std::size_t in = 0, out = 0;
-    switch (op.kind) {
-      case comm::OpKind::AllReduce: in = out = op.count * es; break;
-      case comm::OpKind::Broadcast: out = op.count * es; break;
-      case comm::OpKind::ReduceScatter: in = comm::totalCount(op) * es; out = op.counts[me] * es; break;
-      case comm::OpKind::AllGather: in = op.counts[me] * es; out = comm::recvExtent(op) * es; break;
-      case comm::OpKind::Barrier: break;
-    }
-    check(op, "send", op.send, in);
-    check(op, "recv", op.recv, out);
+    const comm::BufferBytes b = comm::bufferBytes(op, rank());
+    check(op, "send", op.send, b.send);
+    check(op, "recv", op.recv, b.recv);
     ++operations_;
     return staged_.post(std::move(op));
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "comm/mpi_check.h"
 
@@ -12,21 +13,25 @@ namespace zrt::trainer {
 
 int shareOfCores(int cores, int ranksOnNode) { return std::max(1, cores / std::max(1, ranksOnNode)); }
 
-int rankOnNode(MPI_Comm comm) {
+namespace {
+
+// This rank's place among the ranks sharing its node: {rank, size}. Collective.
+std::pair<int, int> placeOnNode(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   ZRT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int rank = 0;
+  int rank = 0, size = 1;
   ZRT_CHECK_MPI(MPI_Comm_rank(node, &rank));
+  ZRT_CHECK_MPI(MPI_Comm_size(node, &size));
   ZRT_CHECK_MPI(MPI_Comm_free(&node));
-  return rank;
+  return {rank, size};
 }
 
+}  // namespace
+
+int rankOnNode(MPI_Comm comm) { return placeOnNode(comm).first; }
+
 int setThreadsPerRank(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  ZRT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int ranksOnNode = 1;
-  ZRT_CHECK_MPI(MPI_Comm_size(node, &ranksOnNode));
-  ZRT_CHECK_MPI(MPI_Comm_free(&node));
+  const int ranksOnNode = placeOnNode(comm).second;
   const char* env = std::getenv("OMP_NUM_THREADS");
   if (env && *env) return omp_get_max_threads();
   // The cores this process may run on (its affinity mask, which mpirun or a container may
