@@ -364,7 +364,7 @@ TEST_CASE("a backend that takes device memory only is refused by name as the com
 // NCCL's contract on the strict device: the model's data through a backend that takes device
 // memory only (it throws on anything else), the agreements on MPI. Every stage, with the
 // optimizer and the parameters offloaded (their host shards go through device staging),
-// accumulation, fp16's skipped step and bf16: bit-identical to host.
+// accumulation, fp16's skipped step and bf16, and checkpoints both ways: bit-identical to host.
 TEST_CASE("a data communicator that takes device memory only: every stage and offload, as host") {
   ::setenv("ZRT_STRICT_STREAM_DELAY_US", "50", 1);
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
@@ -397,6 +397,40 @@ TEST_CASE("a data communicator that takes device memory only: every stage and of
     ++compared;
   }
   CHECK(compared == 7);
+
+  // A checkpoint of host's resumes through the data communicator (its load gathers the
+  // parameters there), and one saved through it resumes on host: the steps after it as host's.
+  const test::SharedTempDir ckpt;
+  const Config c = parseConfig(configText(3, 2, comm.size(), DType::BF16, true,
+                                          s3 + parametersNvme(dir) + optimizerNvme(dir)),
+                               "ckpt", comm.size());
+  MemoryLedger hostLedger, deviceLedger;
+  auto host = makeDevice("host:64M", hostLedger);
+  auto device = makeDevice(deviceUnderTest(), deviceLedger);
+  std::vector<std::vector<float>> atEnd;
+  {
+    Engine e(c, *host, comm, test::testModel(0.02));
+    trainSteps(e, *host, comm, 0, 2);
+    e.save(ckpt.path(), "host");
+    atEnd = trainSteps(e, *host, comm, 2, 2);
+  }
+  auto lane = comm.duplicate();
+  test::DeviceOnlyComm data(*device, *lane);
+  {
+    Engine e(c, *device, comm, data, test::testModel(0.02));
+    e.load(ckpt.path(), "host");
+    CHECK(sameBits(trainSteps(e, *device, comm, 2, 2), atEnd));
+  }
+  {
+    Engine e(c, *device, comm, data, test::testModel(0.02));
+    trainSteps(e, *device, comm, 0, 2);
+    e.save(ckpt.path(), "device");
+  }
+  {
+    Engine e(c, *host, comm, test::testModel(0.02));
+    e.load(ckpt.path(), "device");
+    CHECK(sameBits(trainSteps(e, *host, comm, 2, 2), atEnd));
+  }
   std::filesystem::remove_all(dir);
 }
 
