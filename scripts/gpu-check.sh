@@ -6,10 +6,11 @@
 # 2. runs the GPU tests (ctest label `cuda`: the cuda Device, the CUDA Adam kernel against the
 #    CPU result, NCCL, and the Engine's matrix of runtime_engine_strict_test on `cuda:0`, 2 and 4
 #    ranks sharing the GPU through the MPI backend's pinned staging, stages 0-3 with every
-#    offload and checkpoints, bit-identical to host; trainer_cuda: zrt-train's layers on the GPU
-#    against host, within fp32 rounding, for the main job, stages 0-3, fp16, bf16, offloaded
-#    activation checkpoints, LoRA and a resume), which skip on a machine without a GPU but must
-#    pass here;
+#    offload and checkpoints, bit-identical to host, and on one rank with NCCL itself as the
+#    Engine's data communicator (runtime_engine_nccl_test_np1); trainer_cuda: zrt-train's layers
+#    on the GPU against host, within fp32 rounding, for the main job, stages 0-3, fp16, bf16,
+#    offloaded activation checkpoints, LoRA, a resume and the main job on one rank with
+#    --backend nccl), which skip on a machine without a GPU but must pass here;
 # 3. runs the rest of the suite on the host device, to show the CUDA build changes nothing else;
 # 4. prints the device and driver, and the benchmarks that exist today on the host device
 #    (zrt-optim-bench, zrt-io against fio) for the record beside the GPU figures.
