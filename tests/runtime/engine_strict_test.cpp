@@ -105,8 +105,8 @@ Run trainOn(const std::string& spec, comm::Communicator& comm, int stage, int ac
   MemoryLedger ledger;
   auto device = makeDevice(spec, ledger);
   std::unique_ptr<comm::Communicator> lane;
+  std::unique_ptr<Stream> ncclStream;  // outlives the NCCL communicator that orders after it
   std::unique_ptr<comm::Communicator> data;
-  std::unique_ptr<Stream> ncclStream;
   if (deviceBackend && ncclUnderTest()) {
 #if ZRT_HAVE_NCCL
     ncclStream = device->createStream();
