@@ -346,7 +346,7 @@ TEST_CASE("checkpoints on host-strict: save, load and reshard end bit-identical 
   std::filesystem::remove_all(scratch);
 }
 
-TEST_CASE("a backend that takes device memory only is refused by name as the communicator") {
+TEST_CASE("a backend that takes device memory only is refused as the communicator, and so is one over other ranks") {
   comm::MpiCommunicator mpi(MPI_COMM_WORLD);
   MemoryLedger ledger;
   auto device = makeDevice("host-strict:64M", ledger);
@@ -359,6 +359,19 @@ TEST_CASE("a backend that takes device memory only is refused by name as the com
   CHECK(msg.find("engine: the communicator's backend device-only takes device memory only; hand "
                  "the Engine a host backend (MPI) for its agreements and this one as its data "
                  "communicator") != std::string::npos);
+  // A data communicator over other ranks than the communicator's is refused before any
+  // collective: rank 0 alone tries it (the others have no such communicator).
+  test::SubWorld one(1);
+  if (comm::Communicator* c = one.get()) {
+    const std::string wrong = test::messageOf([&] {
+      Engine e(parseConfig(configText(1, 1, mpi.size(), DType::F32, false), "s.json", mpi.size()), *device,
+               mpi, *c, test::testModel());
+    });
+    CAPTURE(wrong);
+    CHECK(wrong.find(detail::cat("engine: the data communicator (mpi) is rank 0 of 1 but the communicator (mpi) "
+                                 "is rank 0 of ", mpi.size(), "; both must span the same ranks")) !=
+          std::string::npos);
+  }
 }
 
 // NCCL's contract on the strict device: the model's data through a backend that takes device
