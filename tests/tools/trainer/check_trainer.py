@@ -303,6 +303,8 @@ def errors(a):
             (["--config", stage0, "--checkpoint-offload"] + TINY,
              "--checkpoint-offload needs --activation-checkpointing"),
             (["--config", no_gpu_path] + TINY, "cuda:99"),
+            # NCCL on a device that is not a GPU (or a build without NCCL): refused, naming why.
+            (["--config", stage0, "--backend", "nccl"] + TINY, "--backend nccl"),
             (["--config", stage0, "--device-mem", "64K"] + TINY, "the model does not fit device host:65536"),
             (["--config", stage0, "--json-log", "/nonexistent/dir/log.jsonl"] + TINY,
              "--json-log /nonexistent/dir/log.jsonl: cannot open"),
