@@ -26,6 +26,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/memory_ledger.h"
+#include <nlohmann/json.hpp>
 #include "runtime/engine.h"
 #include "python/bindings/buffers.h"
 #include "python/bindings/module.h"
@@ -397,7 +398,15 @@ void bindEngine(py::module_& m) {
            })
       .def("abandon", &PyEngine::abandon)
       .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
-      .def("save", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().save(dir, tag); }, G())
+      // metadata: a JSON object's text, stored verbatim in the manifest (the package records the
+      // model's tied parameter names there: docs/checkpoint.md, "tied").
+      .def("save",
+           [](PyEngine& p, const std::string& dir, const std::string& tag, const std::string& metadata) {
+             nlohmann::json m = nlohmann::json::parse(metadata);
+             py::gil_scoped_release unlocked;
+             p.e().save(dir, tag, m);
+           },
+           py::arg("dir"), py::arg("tag"), py::arg("metadata") = "{}")
       .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
       .def("load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); }, G())
       .def("parameter_values",

@@ -40,7 +40,7 @@ def _check_numpy():
 _check_numpy()
 
 from . import errors, ops  # noqa: E402
-from .engine import Engine, initialize  # noqa: E402
+from .engine import Engine, initialize, register_external_parameter  # noqa: E402
 from .errors import Error  # noqa: E402
 
-__all__ = ["initialize", "Engine", "Error", "errors", "ops"]
+__all__ = ["initialize", "register_external_parameter", "Engine", "Error", "errors", "ops"]

@@ -15,15 +15,17 @@ Gradient hooks collect a module's gradients and hand them to the Engine's bucket
 reduction overlaps the rest of backward.
 Memory crosses as numpy views (the buffer protocol): no torch C++ ABI is linked."""
 import atexit
+import itertools
 import json
 import os
 import platform
 import sys
 import weakref
+from collections.abc import Mapping, MutableMapping
 
 import torch
 
-from . import _zrt
+from . import _stage3, _zrt
 from ._tensors import DTYPES, as_buffer, from_array
 
 
@@ -84,17 +86,80 @@ class _ParamView:
 
 
 class _GatherForBackward(torch.autograd.Function):
-    """Identity on a stage-3 module's output; its backward gathers the module again first."""
+    """Identity on a stage-3 module's outputs; its backward gathers the Engine modules the
+    module read in forward (its own, the owners of tied parameters, external ones) first."""
 
     @staticmethod
-    def forward(ctx, engine, index, *outputs):
-        ctx.engine, ctx.index = engine, index
+    def forward(ctx, engine, needs, *outputs):
+        ctx.engine, ctx.needs = engine, needs
         return outputs if len(outputs) > 1 else outputs[0]
 
     @staticmethod
     def backward(ctx, *grads):
-        ctx.engine._gather(ctx.index)
+        ctx.engine._hold(ctx.needs)
         return (None, None) + grads
+
+
+def _grad_tensors(obj, found, depth=0):
+    """The tensors that require grad in a module's output, however nested (tensors, tuples,
+    lists, dicts, ModelOutputs; anything else is left alone)."""
+    if depth > 32:
+        return found
+    if isinstance(obj, torch.Tensor):
+        if obj.requires_grad:
+            found.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            _grad_tensors(o, found, depth + 1)
+    elif isinstance(obj, Mapping):
+        for o in obj.values():
+            _grad_tensors(o, found, depth + 1)
+    return found
+
+
+def _replaced(obj, new, depth=0):
+    """`obj` with each tensor t whose id is in `new` replaced by new[id(t)], the containers'
+    types kept (a namedtuple stays one; a ModelOutput, a dict subclass whose constructor takes
+    no items, is updated in place)."""
+    if depth > 32:
+        return obj
+    if isinstance(obj, torch.Tensor):
+        return new.get(id(obj), obj)
+    if isinstance(obj, tuple):
+        items = [_replaced(o, new, depth + 1) for o in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, list):
+        return type(obj)(_replaced(o, new, depth + 1) for o in obj)
+    if isinstance(obj, MutableMapping):
+        for k in list(obj.keys()):
+            v = obj[k]
+            r = _replaced(v, new, depth + 1)
+            if r is not v:
+                obj[k] = r
+        return obj
+    return obj
+
+
+class _Frame:
+    """A module in its forward: what it gathered (released by its forward hook)."""
+    __slots__ = ("module", "name", "acquired")
+
+    def __init__(self, module, name, acquired):
+        self.module, self.name, self.acquired = module, name, acquired
+
+
+def _named_parameter_entries(model):
+    """(module name, module, parameter name, parameter) for every place a parameter is
+    registered, tied places included (a module registered twice, T5's shared embedding as its
+    encoder's and decoder's embed_tokens, is listed under each name), as state_dict lists them."""
+    for name, mod in model.named_modules(remove_duplicate=False):
+        for pname, p in mod._parameters.items():
+            if p is not None:
+                yield name, mod, pname, p
+
+
+def _qualified(module, pname):
+    return f"{module}.{pname}" if module else pname
 
 
 class Engine:
@@ -105,20 +170,11 @@ class Engine:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"zrt.initialize: model must be a torch.nn.Module, not {type(model).__name__}")
         text, source = _config_text(config)
-        _bound_heap_growth()
         self.module = model
-        self._mods = []  # (name, torch module, [(param name, parameter)])
-        owner = {}
-        for name, mod in model.named_modules():
-            own = []
-            for pname, p in mod.named_parameters(recurse=False):
-                if id(p) in owner:
-                    self._shared = (owner[id(p)], f"{name}.{pname}")
-                    continue
-                owner[id(p)] = f"{name}.{pname}" if name else pname
-                own.append((pname, p))
-            if own:
-                self._mods.append((name or "<root>", mod, own))
+        self._engine = None
+        self._hooks = []
+        self._mods, self._untouched, self._entries = self._engine_modules(model)
+        _bound_heap_growth()
         # Each value is the parameter's own memory for an fp32 model (no copy): the Engine
         # broadcasts rank 0's values into it and reads its initial state from there.
         specs = []
@@ -129,79 +185,274 @@ class Engine:
         self._engine = _zrt.Engine(text, source, specs)
         del specs  # numpy views of the parameters' own memory, freed below
         _live.add(self)
+        self._order = next(_created)
         self.stage = self._engine.stage
         self.rank = self._engine.rank
         self.world_size = self._engine.world_size
         self.dtype = DTYPES[self._engine.precision]
-        if self.stage == 3 and getattr(self, "_shared", None):
-            a, b = self._shared
-            raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {a} is also {b}: a parameter shared "
-                             "by two modules is not supported at ZeRO stage 3 (untie it)")
         self._in_micro = False
         self._failed = None  # why an earlier backward left the engine unusable
         self._micro = 0
         self._pending = {}  # module index -> {param index: grad}
         self._reported = set()
-        self._placeholder = torch.zeros(1, dtype=self.dtype)
-        self._held = set()  # stage 3: modules whose parameters view the Engine's gathered copy
-        self._views = [all(p.requires_grad for _, p in own) for _, _, own in self._mods]
         self._grads_to_drop = []
+        self._views = [all(p.requires_grad for _, p in own) for _, _, own in self._mods]
+        self._trainable = [[p.requires_grad for _, p in own] for _, _, own in self._mods]
+        self._expected = [sum(self._trainable[i]) for i in range(len(self._mods))]
+        self._param_ids = {id(p) for _, _, own in self._mods for _, p in own}
+        me = weakref.ref(self)
+        for _, _, own in self._mods:
+            for _, p in own:
+                p._zrt_owner = me
         for i, (_, mod, own) in enumerate(self._mods):
-            mod.register_forward_pre_hook(self._pre_forward_hook(i))
-            if self.stage == 3:
-                mod.register_forward_hook(self._post_forward_hook(i))
             for k, (_, p) in enumerate(own):
                 if p.requires_grad:
-                    p.register_hook(self._grad_hook(i, k))
-        self._expected = [sum(1 for _, p in own if p.requires_grad) for _, _, own in self._mods]
-        self._param_ids = {id(p) for _, _, own in self._mods for _, p in own}
-        for i in range(len(self._mods)):
-            if self.stage == 3:
-                self._free(i)
-            else:
+                    self._hooks.append(p.register_hook(self._grad_hook(i, k)))
+        if self.stage == 3:
+            self._set_up_stage3(model)
+        else:
+            for i, (_, mod, _) in enumerate(self._mods):
+                self._hooks.append(mod.register_forward_pre_hook(self._bind_hook(i)))
                 self._bind_views(i)
         _return_freed_heap()
 
-    # ---- parameters into torch ----
+    def _engine_modules(self, model):
+        """The Engine's modules: every torch module that owns a floating-point parameter not
+        registered before (a tied parameter belongs to the first module that has it, in
+        named_modules order), with those parameters. Refuses, before anything is built, a model
+        ZRT cannot train as it is."""
+        mods, untouched, seen, entries = [], [], {}, []
+        for name, mod, pname, p in _named_parameter_entries(model):
+            qual = _qualified(name, pname)
+            entries.append((qual, p))
+            if id(p) in seen:
+                continue
+            seen[id(p)] = qual
+            owner = getattr(p, "_zrt_owner", None)
+            engine = owner() if owner is not None else None
+            if engine is not None and engine._engine is not None and id(p) in engine._param_ids:
+                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} belongs to a live zrt engine "
+                                 "already (a second zrt.initialize of the same model): close() that engine first, or "
+                                 "build a new model")
+            if isinstance(p, _stage3.PartitionedParameter):
+                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} holds no values: a ZeRO stage-3 "
+                                 "engine that partitioned it was closed, and the model keeps no values after that at "
+                                 "stage 3; load the values into a new model (engine.fp32_state_dict() before close())")
+            if not p.is_floating_point():
+                # Integer parameters cannot have gradients: they stay the model's own, untouched
+                # and untrained, as buffers would.
+                untouched.append(qual)
+                continue
+            if p.dtype == torch.float64:
+                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is float64; ZRT trains in "
+                                 "fp32, or bf16/fp16 where the config enables it: convert the model first "
+                                 "(model.float())")
+            if p.device.type != "cpu":
+                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is on {p.device}; this zrt "
+                                 "build trains CPU tensors")
+            if mods and mods[-1][1] is mod:
+                mods[-1][2].append((pname, p))
+            else:
+                mods.append((name or "<root>", mod, [(pname, p)]))
+        return mods, untouched, entries
+
+    # ---- stages 0-2: the parameters view the Engine's memory ----
+    def _bind_hook(self, i):
+        def hook(module, inputs):
+            self._check_requires_grad(i)
+            self._bind_views(i)
+        return hook
+
     def _bind_views(self, i):
         _, _, own = self._mods[i]
         for (_, p), a in zip(own, self._engine.parameters(i)):
             p.data = from_array(a, self.dtype, p.shape if p.numel() else a.shape)
 
-    def _gather(self, i):
-        """Stage 3: module i's parameters, gathered by the coordinator, until _release(i). A
-        module whose parameters all train computes on views of the Engine's gathered copy (no
-        copy into torch memory); it is released after its forward, and after its backward when
-        its last gradient has been reported, so every tensor autograd saved of it (kept as the
-        recipe to make it again from the parameter, _pack) is read while the module is gathered.
-        A module with a frozen parameter gets a torch copy and is released at once: no gradient
-        hook would say when its backward is over."""
-        if i in self._held:
+    def _check_requires_grad(self, i):
+        name, _, own = self._mods[i]
+        for (pname, p), was in zip(own, self._trainable[i]):
+            if p.requires_grad != was:
+                raise _zrt_error("InvalidArgument", f"zrt: parameter {_qualified(name if name != '<root>' else '', pname)}"
+                                 f" has requires_grad={p.requires_grad} now and had {was} at zrt.initialize: the "
+                                 "engine's trainable parameters are fixed when it is built; set requires_grad before "
+                                 "zrt.initialize (or build a new engine)")
+
+    # ---- stage 3: parameters gathered for each use ----
+    def _set_up_stage3(self, model):
+        """Every parameter becomes a PartitionedParameter (its values read only while gathered);
+        every module whose subtree holds parameters gets hooks that gather what it reads (its own
+        parameters, tied ones owned elsewhere, those registered or found external) and release
+        them after its forward."""
+        me = weakref.ref(self)
+        self._owner_of = {}  # id(parameter) -> Engine module index
+        for i, (name, _, own) in enumerate(self._mods):
+            for pname, p in own:
+                self._owner_of[id(p)] = i
+                _stage3.partition(p, _stage3.Slot(me, i, _qualified(name if name != "<root>" else "", pname), name))
+        self._refs = [0] * len(self._mods)  # module forwards holding each Engine module
+        self._bwd = set()  # Engine modules held for the backward (until their gradients are reported)
+        self._gathered = {}  # Engine module -> "view" (of the Engine's gathered copy) or "copy"
+        self._frames = []  # modules in their forward, innermost last
+        self._copying = 0  # depth of state_dict calls: gathers are torch copies until it returns
+        self._copies = []
+        self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype)
+        self._needs = {}  # id(torch module) -> Engine modules its forward reads
+        for _, mod, _, p in _named_parameter_entries(model):
+            j = self._owner_of.get(id(p))
+            if j is None:
+                continue
+            needs = self._needs.setdefault(id(mod), [])
+            if j not in needs:
+                needs.append(j)
+        for mod in model.modules():
+            for p in mod.__dict__.get("_zrt_external_parameters", ()):
+                self._register_external(mod, p)
+        self._hooked = set()
+        for name, mod in model.named_modules():
+            if any(True for _ in mod.parameters()) or id(mod) in self._needs:
+                self._hook_module(name or "<root>", mod)
+        self._wrap_state_dicts(model)
+        for i in range(len(self._mods)):
+            self._free(i)
+
+    def _hook_module(self, name, mod):
+        if id(mod) in self._hooked:
+            return
+        self._hooked.add(id(mod))
+        self._hooks.append(mod.register_forward_pre_hook(self._pre_forward_hook(name, mod)))
+        self._hooks.append(mod.register_forward_hook(self._post_forward_hook(mod)))
+
+    def _register_external(self, mod, p):
+        j = self._owner_of.get(id(p))
+        if j is None:
+            raise _zrt_error("InvalidArgument", "zrt.register_external_parameter: the parameter is not one of this "
+                             "engine's model")
+        needs = self._needs.setdefault(id(mod), [])
+        if j not in needs:
+            needs.append(j)
+        if hasattr(self, "_hooked"):
+            name = next((n for n, m in self.module.named_modules() if m is mod), type(mod).__name__)
+            self._hook_module(name or "<root>", mod)
+
+    def _pre_forward_hook(self, name, mod):
+        i = next((k for k, (_, m, _) in enumerate(self._mods) if m is mod), None)
+
+        def hook(module, inputs):
+            if self._engine is None:
+                raise _closed("forward")
+            if i is not None:
+                self._check_requires_grad(i)
+            needs = self._needs.get(id(mod), ())
+            frame = _Frame(mod, name, list(needs))
+            self._frames.append(frame)
+            for j in needs:
+                self._acquire(j)
+        return hook
+
+    def _post_forward_hook(self, mod):
+        def hook(module, inputs, output):
+            if not self._frames or self._frames[-1].module is not mod:
+                return None  # a forward cut short reset the frames
+            frame = self._frames.pop()
+            for j in frame.acquired:
+                self._unacquire(j)
+            if not (frame.acquired and torch.is_grad_enabled() and self._in_micro):
+                return None
+            tensors = _grad_tensors(output, [])
+            if not tensors:
+                return None
+            out = _GatherForBackward.apply(self, tuple(dict.fromkeys(frame.acquired)), *tensors)
+            if len(tensors) == 1:
+                out = (out,)
+            if isinstance(output, torch.Tensor):
+                return out[0]
+            return _replaced(output, {id(t): o for t, o in zip(tensors, out)})
+        return hook
+
+    def _need(self, p, op):
+        """Stage 3: parameter p, not gathered, is read by torch operation `op`. Inside a
+        module's forward it is gathered for that module (and from then on before each of its
+        forwards, as DeepSpeed's register_external_parameter would); between forward and
+        backward (a loss term) it is held until its gradient is reported; inside state_dict() it
+        is copied; anywhere else nothing says when every rank would gather it, so it raises."""
+        j = p._zrt.index
+        if self._frames:
+            frame = self._frames[-1]
+            self._acquire(j)
+            frame.acquired.append(j)
+            needs = self._needs.setdefault(id(frame.module), [])
+            if j not in needs:
+                needs.append(j)
+        elif self._copying:
+            self._gather(j, copy=True)
+            self._copies.append(j)
+        elif self._in_micro:
+            self._hold((j,))
+        else:
+            raise _zrt_error(
+                "InvalidArgument",
+                f"zrt: parameter {p._zrt.name} (module {p._zrt.module}) is partitioned at ZeRO stage 3 and "
+                f"{op} read it outside the model's forward (no module of it is running): its values are not on "
+                "this rank. Read them with engine.fp32_state_dict() or model.state_dict() (collective: every "
+                "rank calls it), or use it inside a module's forward")
+
+    def _acquire(self, j):
+        if self._refs[j] == 0 and j not in self._bwd and j not in self._gathered:
+            self._gather(j)
+        self._refs[j] += 1
+
+    def _unacquire(self, j):
+        self._refs[j] -= 1
+        if self._refs[j] == 0 and j not in self._bwd:
+            self._release(j)
+
+    def _hold(self, needs):
+        """Keeps Engine modules gathered for the backward, until their gradients are reported."""
+        for j in needs:
+            if j in self._bwd:
+                continue
+            if j not in self._gathered:
+                self._gather(j)
+            self._bwd.add(j)
+
+    def _gather(self, i, copy=False):
+        """Module i's parameters, gathered by the coordinator, until _release(i). A module whose
+        parameters all train computes on views of the Engine's gathered copy (no copy into torch
+        memory); every tensor autograd saved of it is kept as the recipe to make it again
+        (_pack), read while the module is gathered again for its backward. A module with a
+        frozen parameter gets a torch copy (no gradient hook would say when its backward is
+        over), and so does a gather for state_dict()."""
+        if i in self._gathered:
             return
         _, _, own = self._mods[i]
         arrays = self._engine.parameters(i)
-        if not self._views[i]:
+        if copy or not self._views[i]:
             try:
                 for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
-                    p.data = from_array(a, self.dtype, shape).clone()
+                    _stage3.set_data(p, from_array(a, self.dtype, shape).clone())
             finally:
                 self._engine.release(i)
-            return
-        self._held.add(i)
-        for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
-            p.data = from_array(a, self.dtype, shape)
+            self._gathered[i] = "copy"
+        else:
+            for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
+                _stage3.set_data(p, from_array(a, self.dtype, shape))
+            self._gathered[i] = "view"
+        for _, p in own:
+            p._zrt.ready = True
 
     def _release(self, i):
         """Module i's parameters become placeholders again, and the Engine's gathered copy they
         viewed is released."""
         self._free(i)
-        if i in self._held:
-            self._held.discard(i)
+        if self._gathered.pop(i, None) == "view":
             self._engine.release(i)
 
     def _release_all(self):
-        for i in list(self._held):
+        for i in list(self._gathered):
             self._release(i)
+        self._refs = [0] * len(self._mods)
+        self._bwd.clear()
+        self._frames.clear()
 
     def _shapes(self, i):
         if not hasattr(self, "_shape_cache"):
@@ -211,34 +462,35 @@ class Engine:
         return self._shape_cache[i]
 
     def _free(self, i):
-        # A stride-0 view of one element in the parameter's shape: no memory, yet autograd's
+        # A stride-0 view of one NaN in the parameter's shape: no memory, yet autograd's
         # AccumulateGrad (which runs after the gradient hook that frees the module) still sees the
-        # shape it recorded in forward.
+        # shape it recorded in forward; any read __torch_function__ did not catch shows as NaN.
         for (_, p), shape in zip(self._mods[i][2], self._shapes(i)):
-            p.data = self._placeholder.expand(shape)
+            _stage3.set_data(p, self._placeholder.expand(shape))
+            p._zrt.ready = False
 
-    def _pre_forward_hook(self, i):
-        def hook(module, inputs):
-            if self.stage == 3:
-                self._gather(i)
-            else:
-                self._bind_views(i)
-        return hook
+    def _wrap_state_dicts(self, model):
+        """model.state_dict() (and a submodule's) at stage 3: the true values, gathered as torch
+        copies module by module while it runs. Collective: every rank calls it."""
+        self._wrapped = []
+        for mod in model.modules():
+            original = mod.state_dict
 
-    def _post_forward_hook(self, i):
-        def hook(module, inputs, output):
-            self._release(i)
-            if not (torch.is_grad_enabled() and self._in_micro):
-                return None
-            if isinstance(output, torch.Tensor):
-                return _GatherForBackward.apply(self, i, output) if output.requires_grad else None
-            if isinstance(output, tuple) and all(isinstance(o, torch.Tensor) for o in output) and \
-                    any(o.requires_grad for o in output):
-                return _GatherForBackward.apply(self, i, *output)
-            raise _zrt_error("InvalidArgument", f"zrt stage 3: module {self._mods[i][0]} returned "
-                             f"{type(output).__name__}; a module with parameters must return a tensor or a "
-                             "tuple of tensors")
-        return hook
+            def state_dict(*args, _original=original, **kwargs):
+                if self._engine is None:
+                    return _original(*args, **kwargs)
+                self._copying += 1
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self._copying -= 1
+                    if not self._copying:
+                        for j in self._copies:
+                            if self._gathered.get(j) == "copy" and self._refs[j] == 0 and j not in self._bwd:
+                                self._release(j)
+                        self._copies = []
+            object.__setattr__(mod, "state_dict", state_dict)
+            self._wrapped.append(mod)
 
     # ---- gradients into the Engine ----
     def _grad_hook(self, i, k):
@@ -268,14 +520,26 @@ class Engine:
         for p in self._grads_to_drop:
             p.grad = None
         self._grads_to_drop = [p for _, p in own]
-        if self.stage == 3:
-            self._release(i)
+        if self.stage == 3 and i in self._bwd:
+            self._bwd.discard(i)
+            if self._refs[i] == 0:
+                self._release(i)
 
     # ---- the training step, as DeepSpeed's engine ----
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
+    def __getattr__(self, name):
+        # As DeepSpeed's engine: the model's attributes through the engine (engine.config,
+        # engine.wte), the engine's own first.
+        module = self.__dict__.get("module")
+        if module is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(module, name)
+
     def _check_usable(self, what):
+        if self._engine is None:
+            raise _closed(what)
         if self._failed is not None:
             raise _zrt_error("InvalidArgument", f"engine.{what}: this engine is unusable: an earlier "
                              f"engine.backward raised ({self._failed}) and left its micro-step open "
@@ -283,6 +547,8 @@ class Engine:
 
     def forward(self, *args, **kwargs):
         self._check_usable("forward")
+        if self.stage == 3 and self._frames:
+            self._release_all()  # a direct model call cut short before
         if self.module.training and torch.is_grad_enabled() and not self._in_micro:
             self._engine.begin_micro_step()
             self._in_micro = True
@@ -291,8 +557,8 @@ class Engine:
         if self.stage == 3 and self._in_micro and torch.is_grad_enabled():
             # Autograd would keep views of the parameters it saves (a Linear saves weight.t()),
             # and with them each module's gathered copy until its backward: the whole model,
-            # which stage 3 exists to avoid. A view of a parameter is saved as the recipe to
-            # make it again from the copy gathered for the module's backward.
+            # which stage 3 exists to avoid. A parameter or a view of one is saved as the recipe
+            # to make it again from the copy gathered for the module's backward.
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
                 return self._run(*args, **kwargs)
         return self._run(*args, **kwargs)
@@ -301,21 +567,23 @@ class Engine:
         try:
             return self.module(*args, **kwargs)
         except BaseException:
-            if self.stage == 3:  # a forward cut short left its module gathered
+            if self.stage == 3:  # a forward cut short left its modules gathered
                 self._release_all()
             raise
 
     def _pack(self, t):
-        base = t._base
+        base = t if id(t) in self._param_ids else t._base
         if base is not None and id(base) in self._param_ids:
-            return (_ParamView, base, t.size(), t.stride(), t.storage_offset())
+            with torch._C.DisableTorchFunction():
+                return (_ParamView, base, t.size(), t.stride(), t.storage_offset())
         return t
 
-    @staticmethod
-    def _unpack(saved):
+    def _unpack(self, saved):
         if isinstance(saved, tuple) and saved and saved[0] is _ParamView:
             _, base, size, stride, offset = saved
-            return base.data.as_strided(size, stride, offset)
+            if not base._zrt.ready:
+                _stage3.need(base, "the backward")
+            return _stage3.data_of(base).as_strided(size, stride, offset)
         return saved
 
     def backward(self, loss):
@@ -339,7 +607,8 @@ class Engine:
             for _, _, own in self._mods:
                 for _, p in own:
                     p.grad = None
-            self._release_all()
+            if self.stage == 3:
+                self._release_all()
             self._in_micro = False
         self._engine.end_micro_step()
         self._micro += 1
@@ -371,14 +640,30 @@ class Engine:
     def save_checkpoint(self, save_dir, tag=None):
         """The C++ Engine's checkpoint (docs/checkpoint.md: zrt-ckpt reads it, the C++ Engine
         loads it). Collective."""
+        self._check_usable("save_checkpoint")
         if tag is None:
             tag = f"global_step{int(self.last_report['step']) if hasattr(self, 'last_report') else 0}"
-        self._engine.save(os.fspath(save_dir), str(tag))
+        metadata = {"tied": self._ties()} if self._ties() else {}
+        self._engine.save(os.fspath(save_dir), str(tag), json.dumps(metadata))
         return True
+
+    def _ties(self):
+        """A tied parameter's other names -> the Engine's name for it ("<module>.<param>"): the
+        checkpoint stores it once and zrt-ckpt export writes it under every name."""
+        owner = {}
+        for name, _, own in self._mods:
+            for pname, p in own:
+                owner[id(p)] = f"{name}.{pname}"
+        ties = {}
+        for qual, p in self._entries:
+            if id(p) in owner and owner[id(p)] != qual and not (owner[id(p)] == f"<root>.{qual}"):
+                ties[qual] = owner[id(p)]
+        return ties
 
     def load_checkpoint(self, load_dir, tag=None):
         """Resumes from <load_dir>/<tag> (None: the tag <load_dir>/latest names). Collective.
         Returns (path, {}) as DeepSpeed's (no client state)."""
+        self._check_usable("load_checkpoint")
         self._engine.load(os.fspath(load_dir), "" if tag is None else str(tag))
         if self.stage != 3:
             for i in range(len(self._mods)):
@@ -389,27 +674,32 @@ class Engine:
         """Parameters only (and the master weights), by name, from a checkpoint directory or a
         safetensors file whose names are "<module>.<param>", the model's own (zrt-ckpt export
         writes one); the optimizer state is kept. Collective."""
+        self._check_usable("load_weights")
         self._engine.load_weights(os.fspath(path))
         if self.stage != 3:
             for i in range(len(self._mods)):
                 self._bind_views(i)
 
     def fp32_state_dict(self):
-        """Every parameter's current value widened to fp32, by the model's own names: the
+        """Every parameter's current value widened to fp32, by the model's own names, tied names
+        included (one tensor under each of a tied parameter's names, as torch's state_dict): the
         parameters the model computes with (under fp16 or bf16, the fp32 master weights rounded
         to that dtype). Collective at stage 3."""
-        out = {}
+        self._check_usable("fp32_state_dict")
+        values = {}
         for i, (name, _, own) in enumerate(self._mods):
             for k, (pname, p) in enumerate(own):
-                key = pname if name == "<root>" else f"{name}.{pname}"
-                out[key] = torch.from_numpy(self._engine.parameter_values(i, k)).view(self._shapes(i)[k])
-        return out
+                values[id(p)] = torch.from_numpy(self._engine.parameter_values(i, k)).view(self._shapes(i)[k])
+        return {qual: values[id(p)] for qual, p in self._entries if id(p) in values}
 
     def close(self):
-        """Frees the Engine (and its files); the model's parameters keep no values after it
-        at stage 3. Called at exit for engines still alive."""
+        """Frees the Engine (and its files) and takes its hooks off the model. Stages 0-2: the
+        parameters keep their values (a copy of their own). Stage 3: the model keeps no values
+        (take them first with fp32_state_dict() or model.state_dict()); a read of a parameter
+        after it raises saying so. Called at exit for engines still alive."""
         if self._engine is None:
             return
+        self._detach_from_model()
         if self.stage != 3:  # the parameters view the Engine's memory: give them their own
             for _, _, own in self._mods:
                 for _, p in own:
@@ -417,8 +707,24 @@ class Engine:
         self._engine = None
         _live.discard(self)
 
+    def _detach_from_model(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self.stage == 3:
+            self._release_all()
+            for mod in self._wrapped:
+                mod.__dict__.pop("state_dict", None)
+            for _, _, own in self._mods:
+                for _, p in own:
+                    p._zrt.closed = True
+
     def _abandon(self):
         if self._engine is not None:
+            try:
+                self._detach_from_model()
+            except BaseException:  # leaving: the engine's collectives may not be answered
+                pass
             self._engine.abandon()
             self._engine = None
         _live.discard(self)
@@ -431,9 +737,33 @@ class Engine:
         return self.train(False)
 
 
+def _closed(what):
+    return _zrt_error("InvalidArgument", f"engine.{what}: this engine is closed (engine.close(), or the program's "
+                      "exit); make a new one with zrt.initialize")
+
+
+def register_external_parameter(module, parameter):
+    """As DeepSpeed's: `module`'s forward reads `parameter`, which another module owns, so at
+    ZeRO stage 3 it is gathered before that forward (and its backward). ZRT finds such uses by
+    itself (the first one gathers it and registers it); registering saves that first on-demand
+    gather. Callable before or after zrt.initialize; nothing to do at stages 0-2."""
+    if not isinstance(module, torch.nn.Module) or not isinstance(parameter, torch.nn.Parameter):
+        raise TypeError("zrt.register_external_parameter(module, parameter): a torch.nn.Module and a "
+                        f"torch.nn.Parameter, not {type(module).__name__} and {type(parameter).__name__}")
+    if isinstance(parameter, _stage3.PartitionedParameter):
+        engine = parameter._zrt.engine()
+        if engine is not None and engine._engine is not None:
+            engine._register_external(module, parameter)
+            return
+    registered = module.__dict__.setdefault("_zrt_external_parameters", [])
+    if not any(p is parameter for p in registered):
+        registered.append(parameter)
+
+
 # MPI is finalised at exit, after the engines still alive are closed (their communicators
 # must go first).
 _live = weakref.WeakSet()
+_created = itertools.count()  # engines close at exit in the order they were made, on every rank
 
 
 _failing = []  # set when the program ends on an unhandled exception
@@ -451,7 +781,7 @@ sys.excepthook = _note_failure(sys.excepthook)
 
 @atexit.register
 def _finalize():
-    for e in list(_live):
+    for e in sorted(_live, key=lambda e: e._order):
         if _failing:
             # The other ranks may be waiting in this step's collectives: leave them (no
             # collective teardown) so this rank ends within ZRT_UNWIND_GRACE_S with its error

@@ -404,6 +404,26 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
   if (v.parametersChanged) v.parametersChanged();
 }
 
+// The tensors of a safetensors file that are another's tied name (zrt-ckpt export writes a tied
+// parameter under each of its names and lists the extra ones in the metadata's zrt_tied, an
+// object alias -> owner): each is its owner's copy, so only the owner is read. An alias whose
+// owner the file lacks is read as a tensor of its own.
+namespace {
+std::set<std::string> tiedAliases(const SafetensorsReader& st, const std::string& path) {
+  std::set<std::string> out;
+  const auto it = st.metadata().find("zrt_tied");
+  if (it == st.metadata().end()) return out;
+  const json tied = json::parse(it->second, nullptr, false);
+  if (!tied.is_object())
+    ZRT_THROW(InvalidArgument, "checkpoint: ", path, ": metadata zrt_tied is not a JSON object: ", it->second);
+  std::set<std::string> names;
+  for (const SafetensorsTensor& t : st.tensors()) names.insert(t.name);
+  for (const auto& [alias, owner] : tied.items())
+    if (owner.is_string() && names.count(owner.get<std::string>())) out.insert(alias);
+  return out;
+}
+}  // namespace
+
 void loadWeights(const EngineView& v, const std::string& path, const std::vector<std::string>& mayBeMissing,
                  const std::function<std::string(const std::string&)>& rename) {
   comm::Communicator& comm = *v.comm;
@@ -423,8 +443,10 @@ void loadWeights(const EngineView& v, const std::string& path, const std::vector
     }
     if (!pathExists(path)) ZRT_THROW(InvalidArgument, "checkpoint: ", path, " does not exist");
     st = std::make_unique<SafetensorsReader>(path);
+    const std::set<std::string> tied = tiedAliases(*st, path);
     std::vector<NamedShape> source, engine;
     for (const SafetensorsTensor& t : st->tensors()) {
+      if (tied.count(t.name)) continue;  // a copy of its owner, which is loaded
       std::string name = rename ? rename(t.name) : t.name;
       const auto [it, fresh] = tensorOf.emplace(name, &t);
       if (!fresh)

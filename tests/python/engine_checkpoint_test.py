@@ -1,11 +1,15 @@
-"""engine.save_checkpoint / load_checkpoint on 2 ranks (mpirun -np 2): a run saved after 10 of
-20 steps at ZeRO stage 3 and resumed by a new engine at stage 1 ends with the same bits as the
+"""engine.save_checkpoint / load_checkpoint on 2 ranks (mpirun -np 2), on a GPT-2 whose LM head
+is tied to its token embedding: a run saved after 10 of 20 steps at ZeRO stage 3 and resumed by a new engine at stage 1 ends with the same bits as the
 run that never stopped; the checkpoint is the C++ Engine's own, so zrt-ckpt (its path is the
 first argument, required: the test is registered only where the tools are built) verifies it and exports the model to safetensors,
 whose tensors, read by the safetensors package under the model's own names, are the saved values
 and load into a new engine (engine.load_weights) as them. A forward-only evaluation through the
 engine (no_grad, eval mode) gives the loss plain torch gives with the engine's values. Ranks that
-build their models from different seeds train rank 0's initial values."""
+build their models from different seeds train rank 0's initial values. The tied parameter is
+stored once in the checkpoint (its manifest lists it under its owner only) and exported under
+both of the model's names (the file's zrt_tied names the extra one), and load_weights reads it
+back from that file."""
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +31,7 @@ def config(stage, world):
 
 def engine_for(stage, world):
     torch.manual_seed(0)
-    return zrt.initialize(model=GPT2(), config=config(stage, world))
+    return zrt.initialize(model=GPT2(tied=True), config=config(stage, world))
 
 
 def train(engine, data, steps):
@@ -68,9 +72,9 @@ def main():
     try:
         # The initial values are rank 0's, whatever the other ranks built.
         torch.manual_seed(100 + rank)
-        differing = zrt.initialize(model=GPT2(), config=config(2, world))
+        differing = zrt.initialize(model=GPT2(tied=True), config=config(2, world))
         torch.manual_seed(100)
-        rank0 = GPT2().state_dict()
+        rank0 = GPT2(tied=True).state_dict()
         for k, v in differing.fp32_state_dict().items():
             assert torch.equal(v, rank0[k]), f"rank {rank}: {k} is not rank 0's initial value"
         differing.close()
@@ -79,6 +83,13 @@ def main():
         train(straight, data, range(10))
         straight.save_checkpoint(ckpt, "step10")
         saved = straight.fp32_state_dict()
+        assert "head.weight" in saved and saved["head.weight"] is saved["wte.weight"], \
+            f"rank {rank}: fp32_state_dict does not give the tied head.weight as wte.weight"
+        with open(os.path.join(ckpt, "step10", "manifest.json")) as f:
+            manifest = json.load(f)
+        names = [f"{p['module']}.{p['name']}" for p in manifest["parameters"]]
+        assert "wte.weight" in names and "head.weight" not in names, f"the manifest's parameters: {names}"
+        assert manifest["metadata"].get("tied") == {"head.weight": "wte.weight"}, manifest["metadata"]
         train(straight, data, range(10, 20))
         final = straight.fp32_state_dict()
         straight.close()
@@ -96,7 +107,7 @@ def main():
         assert moved > 1e-3, "the second half of training changed nothing"
         # A forward-only evaluation (no gradients, outside a micro-step) gives what a plain torch
         # model with the engine's values gives.
-        plain = GPT2()
+        plain = GPT2(tied=True)
         plain.load_state_dict(ended)
         resumed.eval()
         with torch.no_grad():
@@ -113,6 +124,9 @@ def main():
             from safetensors.torch import load_file
             exported = load_file(out)
             assert sorted(exported) == sorted(saved), f"exported names {sorted(exported)}"
+            from safetensors import safe_open
+            with safe_open(out, "pt") as f:
+                assert json.loads(f.metadata()["zrt_tied"]) == {"head.weight": "wte.weight"}, f.metadata()
             for k, v in saved.items():
                 assert torch.equal(exported[k].view(-1), v.view(-1)), f"exported {k} differs"
             open(out + ".done", "w").close()

@@ -1,6 +1,7 @@
 """A small GPT-2 in plain PyTorch (token and position embeddings, pre-LayerNorm blocks with
-causal self-attention and a GELU MLP, a final LayerNorm and an untied LM head), written here
-for the zrt package's tests and benchmark; independent of zrt-train's C++ model."""
+causal self-attention and a GELU MLP, a final LayerNorm and an LM head, untied unless `tied`:
+then the head's weight is the token embedding's, as GPT-2's), written here for the zrt
+package's tests and benchmark; independent of zrt-train's C++ model."""
 import math
 
 import torch
@@ -43,13 +44,15 @@ class Block(torch.nn.Module):
 
 
 class GPT2(torch.nn.Module):
-    def __init__(self, vocab=64, context=16, d=32, layers=2, heads=2):
+    def __init__(self, vocab=64, context=16, d=32, layers=2, heads=2, tied=False):
         super().__init__()
         self.wte = torch.nn.Embedding(vocab, d)
         self.wpe = torch.nn.Embedding(context, d)
         self.blocks = torch.nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = torch.nn.LayerNorm(d)
         self.head = torch.nn.Linear(d, vocab, bias=False)
+        if tied:
+            self.head.weight = self.wte.weight
 
     def forward(self, idx):
         pos = torch.arange(idx.shape[1])

@@ -171,9 +171,32 @@ int exportSafetensors(const std::string& path, const std::string& tag, const Exp
   }
   if (tensors.empty())
     ZRT_THROW(InvalidArgument, "zrt-ckpt: ", r.dir(), " has no ", o.trainableOnly ? "trainable " : "", "parameters to export");
+  // A tied parameter (the program's metadata.tied: each extra name -> the owner's
+  // "<module>.<param>") is stored once in the checkpoint and exported under each of the model's
+  // names, as the model's state_dict lists it; the extra names are listed in the file's
+  // zrt_tied, so Engine::loadWeights reads the owner only.
+  nlohmann::json tiedWritten = nlohmann::json::object();
+  if (m.metadata.contains("tied") && !o.trainableOnly && !o.merge) {
+    const nlohmann::json& tied = m.metadata.at("tied");
+    if (!tied.is_object())
+      ZRT_THROW(InvalidArgument, "zrt-ckpt: ", r.dir(), ": metadata.tied is not a JSON object");
+    const std::size_t owners = tensors.size();
+    for (const auto& [alias, owner] : tied.items()) {
+      std::size_t at = 0;
+      while (at < owners && (!owner.is_string() || tensors[at].name != owner.get<std::string>())) ++at;
+      if (at == owners)
+        ZRT_THROW(InvalidArgument, "zrt-ckpt: ", r.dir(), ": metadata.tied names ", alias, " a tie of ", owner.dump(),
+                  ", which the checkpoint does not hold");
+      tensors.push_back({alias, o.dtype, tensors[at].shape, 0, 0});
+      std::function<void(char*)> same = fill[at];
+      fill.push_back(std::move(same));
+      tiedWritten[alias] = owner;
+    }
+  }
 
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"zrt_checkpoint", r.dir()}, {"zrt_tag", m.tag},
                                                  {"zrt_training_dtype", std::string(nameOf(m.dtype))}};
+  if (!tiedWritten.empty()) metadata["zrt_tied"] = tiedWritten.dump();
   if (lora && o.trainableOnly && m.metadata.contains("model"))
     metadata["zrt_model"] = m.metadata.at("model").dump();
   if (o.merge) {

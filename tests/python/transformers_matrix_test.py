@@ -1,0 +1,157 @@
+"""zrt.initialize on models people bring, built from `transformers` configs (nothing
+downloaded; versions pinned in scripts/requirements-test.txt), on 2 ranks (mpirun -np 2) at
+ZeRO stages 0, 1, 2, 3, 3 with parameters and optimizer on the CPU and 3 with both on NVMe,
+against plain torch.optim.AdamW in one process on the same global batch: every step's loss on
+each rank within 1e-5 (relative) of the reference's loss on the same micro-batch, and every
+parameter after the last step within 1e-5 of the reference's (relative to its largest element).
+
+    python3 transformers_matrix_test.py [MODEL ...]    (gpt2, bert, t5, opt, llama; default all)
+
+GPT-2, BERT, OPT and T5 tie their input embedding to the LM head (T5 shares one embedding
+three ways; BERT ties the decoder's bias too): at stage 3 a tied parameter is stored once,
+gathered for each module that uses it, and its gradients from every use are summed before its
+one reduce. The models return Hugging Face ModelOutputs (dicts with the loss). Each rank prints
+the time it took."""
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import transformers
+
+import zrt
+
+STEPS, BATCH, CONTEXT, VOCAB, LR, WD = 3, 4, 12, 96, 1e-3, 0.01
+TOLERANCE = 1e-5
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return transformers.GPT2LMHeadModel(cfg), lambda m, x: m(input_ids=x, labels=x)
+
+
+def bert():
+    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0)
+    return transformers.BertForMaskedLM(cfg), lambda m, x: m(input_ids=x, labels=x)
+
+
+def t5():
+    cfg = transformers.T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
+                                num_heads=2, relative_attention_num_buckets=8, dropout_rate=0.0,
+                                decoder_start_token_id=0)
+    half = CONTEXT // 2
+    return transformers.T5ForConditionalGeneration(cfg), lambda m, x: m(input_ids=x[:, :half].contiguous(),
+                                                                     labels=x[:, half:].contiguous())
+
+
+def opt():
+    cfg = transformers.OPTConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+                                 num_attention_heads=2, max_position_embeddings=32, word_embed_proj_dim=32,
+                                 dropout=0.0, attention_dropout=0.0)
+    return transformers.OPTForCausalLM(cfg), lambda m, x: m(input_ids=x, labels=x)
+
+
+def llama():
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    return transformers.LlamaForCausalLM(cfg), lambda m, x: m(input_ids=x, labels=x)
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "opt": opt, "llama": llama}
+SETTINGS = [("stage 0", 0, None), ("stage 1", 1, None), ("stage 2", 2, None), ("stage 3", 3, None),
+            ("stage 3 + cpu offload", 3, "cpu"), ("stage 3 + nvme offload", 3, "nvme")]
+
+
+def build(kind):
+    torch.manual_seed(0)
+    model, loss_fn = MODELS[kind]()
+    return model, lambda m, x: loss_fn(m, x).loss
+
+
+def config(stage, world, offload, nvme):
+    z = {"stage": stage, "stage3_param_persistence_threshold": 0}
+    if offload:
+        z["offload_optimizer"] = {"device": offload, "nvme_path": nvme}
+        z["offload_param"] = {"device": offload, "nvme_path": nvme}
+        if offload == "nvme":
+            z["offload_param"]["max_in_cpu"] = 0
+    return {"train_batch_size": BATCH, "train_micro_batch_size_per_gpu": BATCH // world,
+            "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": WD}},
+            "zero_optimization": z}
+
+
+def reference(kind, data, world):
+    """Plain torch AdamW in this process on the whole batch, its gradient accumulated over the
+    ranks' micro-batches (each loss weighted 1/world); returns each step's loss per micro-batch
+    and the final parameters by name (tied names included, as state_dict lists them)."""
+    model, loss_of = build(kind)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        step = []
+        for piece in data[s].chunk(world):
+            loss = loss_of(model, piece)
+            (loss / world).backward()
+            step.append(loss.item())
+        opt.step()
+        losses.append(step)
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def check(kind, rank, world):
+    start = time.monotonic()
+    g = torch.Generator().manual_seed(1)
+    data = torch.randint(1, VOCAB, (STEPS, BATCH, CONTEXT), generator=g)
+    want_losses, want_params = reference(kind, data, world)
+    initial = build(kind)[0].state_dict()
+    moved = max((want_params[k] - v).abs().max().item() for k, v in initial.items())
+    if moved < 100 * TOLERANCE:
+        return [f"{kind}: the reference's parameters moved {moved:.1e} in {STEPS} steps: "
+                "the comparison would not see an engine that did not train"]
+    failures = []
+    with tempfile.TemporaryDirectory(prefix=f"zrt-matrix-{kind}-{rank}-") as nvme:
+        for label, stage, offload in SETTINGS:
+            model, loss_of = build(kind)
+            engine = zrt.initialize(model=model, config=config(stage, world, offload, nvme))
+            worst = 0.0
+            for s in range(STEPS):
+                loss = loss_of(engine, data[s].chunk(world)[rank])
+                engine.backward(loss)
+                engine.step()
+                want = want_losses[s][rank]
+                worst = max(worst, abs(loss.item() - want) / abs(want))
+            if worst > TOLERANCE:
+                failures.append(f"{label}: a step's loss is {worst:.2e} (relative) from torch's")
+            got = engine.fp32_state_dict()
+            if sorted(got) != sorted(want_params):
+                failures.append(f"{label}: fp32_state_dict names {sorted(set(got) ^ set(want_params))[:4]} differ "
+                                "from the model's state_dict")
+            far = max(((k, (got[k] - v).abs().max().item() / max(v.abs().max().item(), 1e-12))
+                       for k, v in want_params.items() if k in got), key=lambda kv: kv[1])
+            if far[1] > TOLERANCE:
+                failures.append(f"{label}: parameter {far[0]} is {far[1]:.2e} from torch's")
+            engine.close()
+            print(f"rank {rank}: {kind} {label}: loss within {worst:.1e}, parameters within {far[1]:.1e} of torch",
+                  flush=True)
+    print(f"rank {rank}: {kind}: {len(SETTINGS)} settings in {time.monotonic() - start:.1f} s", flush=True)
+    return [f"{kind}: {f}" for f in failures]
+
+
+def main():
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    start = time.monotonic()
+    failures = []
+    for kind in sys.argv[1:] or MODELS:
+        failures += check(kind, rank, world)
+    if failures:
+        sys.exit(f"rank {rank}: " + "; ".join(failures))
+    print(f"rank {rank}: ok: the matrix took {time.monotonic() - start:.1f} s")
+
+
+main()
