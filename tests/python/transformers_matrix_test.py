@@ -7,6 +7,11 @@ parameter after the last step within 1e-5 of the reference's (relative to its la
 
     python3 transformers_matrix_test.py [MODEL ...]    (gpt2, bert, t5, opt, llama; default all)
 
+Llama also trains with PEFT's LoRA adapters and activation checkpointing. After the last setting
+(stage 3 with NVMe) the causal LMs generate() the tokens torch's trained model generates, and
+every model's fp32_state_dict() goes through save_pretrained and from_pretrained to the same
+values.
+
 GPT-2, BERT, OPT and T5 tie their input embedding to the LM head (T5 shares one embedding
 three ways; BERT ties the decoder's bias too): at stage 3 a tied parameter is stored once,
 gathered for each module that uses it, and its gradients from every use are summed before its
@@ -61,7 +66,18 @@ def llama():
     return transformers.LlamaForCausalLM(cfg), lambda m, x: m(input_ids=x, labels=x)
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "opt": opt, "llama": llama}
+def llama_lora():
+    """PEFT's LoRA adapters on Llama's attention, the base frozen, with activation checkpointing
+    (its forward runs again inside the backward)."""
+    import peft
+    model, loss_fn = llama()
+    model.gradient_checkpointing_enable()
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    return model, loss_fn
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "opt": opt, "llama": llama, "llama-lora": llama_lora}
+CAUSAL = {"gpt2", "opt", "llama"}
 SETTINGS = [("stage 0", 0, None), ("stage 1", 1, None), ("stage 2", 2, None), ("stage 3", 3, None),
             ("stage 3 + cpu offload", 3, "cpu"), ("stage 3 + nvme offload", 3, "nvme")]
 
@@ -103,6 +119,31 @@ def reference(kind, data, world):
     return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def after_training(kind, engine, model, got, want_params, data, rank):
+    """generate() against torch's trained model; fp32_state_dict() through save_pretrained and
+    from_pretrained."""
+    failures = []
+    trained, _ = build(kind)
+    trained.load_state_dict(want_params)
+    trained.eval()
+    engine.eval()
+    if kind in CAUSAL:
+        prompt = data[0][:1, :4]
+        with torch.no_grad():
+            ours = model.generate(input_ids=prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+            theirs = trained.generate(input_ids=prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+        if not torch.equal(ours, theirs):
+            failures.append(f"generate() gives {ours.tolist()}, torch's trained model {theirs.tolist()}")
+    if kind != "llama-lora":
+        with tempfile.TemporaryDirectory(prefix=f"zrt-matrix-{kind}-{rank}-saved-") as saved:
+            model.save_pretrained(saved, state_dict=dict(got))  # save_pretrained drops tied names from it
+            back = type(model).from_pretrained(saved)
+        wrong = [k for k, v in back.state_dict().items() if not torch.equal(v, got[k])]
+        if wrong:
+            failures.append(f"save_pretrained/from_pretrained of fp32_state_dict(): {wrong[:3]} differ")
+    return failures
+
+
 def check(kind, rank, world):
     start = time.monotonic()
     g = torch.Generator().manual_seed(1)
@@ -135,6 +176,8 @@ def check(kind, rank, world):
                        for k, v in want_params.items() if k in got), key=lambda kv: kv[1])
             if far[1] > TOLERANCE:
                 failures.append(f"{label}: parameter {far[0]} is {far[1]:.2e} from torch's")
+            if label == SETTINGS[-1][0]:
+                failures += after_training(kind, engine, model, got, want_params, data, rank)
             engine.close()
             print(f"rank {rank}: {kind} {label}: loss within {worst:.1e}, parameters within {far[1]:.1e} of torch",
                   flush=True)
