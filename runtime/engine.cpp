@@ -57,6 +57,22 @@ int Engine::moduleIndex(const std::string& name) const {
 }
 const std::string& Engine::moduleName(std::size_t module) const { return impl_->model.modules.at(module).name; }
 double Engine::lossScale() const { return impl_->scaler.scale(); }
+void Engine::setLearningRates(const std::vector<double>& perGroup) {
+  if (perGroup.size() != impl_->model.groups.size())
+    ZRT_THROW(InvalidArgument, "Engine::setLearningRates: ", perGroup.size(), " learning rates for ",
+              impl_->model.groups.size(), " parameter groups");
+  for (std::size_t g = 0; g < perGroup.size(); ++g)
+    if (!std::isfinite(perGroup[g]) || perGroup[g] < 0)
+      ZRT_THROW(InvalidArgument, "Engine::setLearningRates: group ", g, "'s learning rate ", perGroup[g],
+                " is negative or not finite");
+  impl_->lrOverride = perGroup;
+}
+std::vector<double> Engine::learningRates() const {
+  std::vector<double> out;
+  for (std::size_t g = 0; g < impl_->model.groups.size(); ++g)
+    out.push_back(impl_->groupLr(static_cast<int>(g), impl_->taken));
+  return out;
+}
 double Engine::gradientSeed() const { return impl_->scaler.scale() / impl_->accumulation; }
 
 void Engine::beginMicroStep() {

@@ -103,6 +103,14 @@ class Engine {
   // it, the engine's average over ranks gives the mean gradient of the global batch.
   double gradientSeed() const;
   double lossScale() const;
+  // Learning rates set from outside, one per parameter group, for the optimizer steps from now
+  // on instead of the config's schedule (a training script's own LR scheduler, as DeepSpeed
+  // takes a client lr_scheduler). Every rank passes the same values. Throws InvalidArgument for
+  // a count other than the groups' or a value that is negative or not finite.
+  void setLearningRates(const std::vector<double>& perGroup);
+  // Each parameter group's learning rate for the next optimizer step (the schedule's, or the
+  // ones set above).
+  std::vector<double> learningRates() const;
 
   void beginMicroStep();
   // Module m's parameters, whole, in the training dtype, in registration order. At stage 3 this

@@ -88,6 +88,7 @@ struct Engine::Impl {
   int handedOut = -1;  // module whose gradients are in the workspace
   std::int64_t attempted = 0;
   std::int64_t taken = 0;
+  std::vector<double> lrOverride;  // setLearningRates: one per group, in place of the schedule
   double computeSeconds = 0, commSeconds = 0;
   FetchCounts fetches;  // stage 3, this step
   Clock::time_point microStart;

@@ -13,6 +13,7 @@
 namespace zrt {
 
 double Engine::Impl::groupLr(int group, std::int64_t step) const {
+  if (!lrOverride.empty()) return lrOverride[static_cast<std::size_t>(group)];
   const double base = config.optimizer.lr;
   const double own = model.groups[static_cast<std::size_t>(group)].lr;
   const double scheduled = schedule.lrAt(step);

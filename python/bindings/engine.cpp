@@ -47,6 +47,8 @@ int& liveEngines() {
   return n;
 }
 
+}  // namespace
+
 void ensureMpi() {
   if (mpiEnvironment()) return;
   int argc = 0;
@@ -54,13 +56,19 @@ void ensureMpi() {
   mpiEnvironment() = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
 }
 
+namespace {
+
 // One parameter as Python registers it.
 struct PyParam {
   std::string name;
   std::vector<std::int64_t> shape;
   py::buffer values;  // float32, numel elements: the initial value
   bool trainable = true;
+  int group = 0;  // index into the groups the Engine is given
 };
+
+// A parameter group as Python gives it: (lr, weight_decay), negative for the config's.
+using PyGroup = std::pair<double, double>;
 
 // One parameter's initial value where Python holds it (the torch parameter's own memory for an
 // fp32 model): the Engine reads it there, so set-up holds no copy of the model beside the torch
@@ -137,8 +145,13 @@ struct LocalModel {
   std::vector<InitialValue> values;
 };
 
-LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules) {
+LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules,
+                        const std::vector<PyGroup>& groups) {
   LocalModel local;
+  if (!groups.empty()) {
+    local.model.groups.clear();
+    for (const auto& [lr, wd] : groups) local.model.groups.push_back(ParamGroup{lr, wd});
+  }
   for (const auto& [name, params] : modules) {
     ModuleSpec m{name, {}};
     for (const PyParam& p : params) {
@@ -146,6 +159,7 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
       s.name = p.name;
       s.shape = p.shape;
       s.trainable = p.trainable;
+      s.group = p.group;
       // Writable: rank 0's values are broadcast into it.
       const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, true, false);
       if (v.dtype != DType::F32)
@@ -197,19 +211,25 @@ EngineModel initialisedFrom(LocalModel local, const std::shared_ptr<SharedInitia
 class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
-           const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules)
+           const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules,
+           const std::vector<PyGroup>& groups)
       : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
     std::optional<LocalModel> local;
     std::exception_ptr failure;
     try {
       config_ = parseConfig(configText, source, comm_->size());
+      // The C++ Engine's default optimizer is for programs that supply their own; a script
+      // whose config forgot the section would train with settings it never chose.
+      if (!config_.optimizer.present)
+        ZRT_THROW(InvalidArgument, "zrt.initialize: ", source, " has no optimizer section: give one (\"optimizer\": "
+                  "{\"type\": \"AdamW\", \"params\": {\"lr\": ...}}); ZRT runs Adam, AdamW and SGD");
       device_ = makeDevice(deviceSpec(config_), ledger_);
       // The package hands torch the Engine's parameters and gradients as host memory.
       if (!device_->hostReadsDeviceMemory())
         ZRT_THROW(InvalidArgument, "zrt: zrt.device ", device_->name(), " in ", config_.source,
                   ": the Python package hands torch the engine's memory directly, so it runs on "
                   "device host only for now (the C++ Engine takes this device; issue 30)");
-      local.emplace(localModelOf(modules));
+      local.emplace(localModelOf(modules, groups));
     } catch (...) {
       failure = std::current_exception();
     }
@@ -325,17 +345,18 @@ py::dict reportOf(const StepReport& r) {
 
 void bindEngine(py::module_& m) {
   py::class_<PyParam>(m, "ParamSpec")
-      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::buffer values, bool trainable) {
-             return PyParam{std::move(name), std::move(shape), std::move(values), trainable};
+      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::buffer values, bool trainable,
+                       int group) {
+             return PyParam{std::move(name), std::move(shape), std::move(values), trainable, group};
            }),
-           py::arg("name"), py::arg("shape"), py::arg("values"), py::arg("trainable"));
+           py::arg("name"), py::arg("shape"), py::arg("values"), py::arg("trainable"), py::arg("group") = 0);
 
   // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
   using G = py::call_guard<py::gil_scoped_release>;
   py::class_<PyEngine, std::unique_ptr<PyEngine, LeakAfterPeerLoss>>(m, "Engine")
       .def(py::init<const std::string&, const std::string&,
-                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&>(),
-           py::arg("config_text"), py::arg("source"), py::arg("modules"))
+                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&, const std::vector<PyGroup>&>(),
+           py::arg("config_text"), py::arg("source"), py::arg("modules"), py::arg("groups") = std::vector<PyGroup>())
       .def_property_readonly("rank", &PyEngine::rank)
       .def_property_readonly("world_size", &PyEngine::worldSize)
       .def_property_readonly("stage", [](PyEngine& p) { return p.e().stage(); })
@@ -409,6 +430,15 @@ void bindEngine(py::module_& m) {
            py::arg("dir"), py::arg("tag"), py::arg("metadata") = "{}")
       .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
       .def("load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); }, G())
+      // may_be_missing: "<module>/<param>" names the file may lack (they keep their values).
+      .def("load_weights",
+           [](PyEngine& p, const std::string& path, const std::vector<std::string>& mayBeMissing) {
+             p.e().loadWeights(path, mayBeMissing);
+           },
+           py::arg("path"), py::arg("may_be_missing"), G())
+      .def("learning_rates", [](PyEngine& p) { return p.e().learningRates(); })
+      .def("set_learning_rates", [](PyEngine& p, const std::vector<double>& lrs) { p.e().setLearningRates(lrs); },
+           py::arg("per_group"))
       .def("parameter_values",
            [](PyEngine& p, std::size_t module, std::size_t param) {
              std::vector<float> v;
@@ -431,6 +461,7 @@ void bindEngine(py::module_& m) {
                          "MPI is not finalised\n", liveEngines());
             return;
           }
+          releasePackageComm();
           mpiEnvironment().reset();
         },
         py::arg("failing") = false,

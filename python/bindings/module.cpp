@@ -14,4 +14,5 @@ PYBIND11_MODULE(_zrt, m) {
   zrt::python::bindCpuAdam(m);
   zrt::python::bindAsyncIo(m);
   zrt::python::bindEngine(m);
+  zrt::python::bindComm(m);
 }

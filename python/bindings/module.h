@@ -8,5 +8,12 @@ namespace zrt::python {
 void bindCpuAdam(pybind11::module_& m);
 void bindAsyncIo(pybind11::module_& m);
 void bindEngine(pybind11::module_& m);
+void bindComm(pybind11::module_& m);
+
+// MPI for the package: initialised on first use (MPI_THREAD_MULTIPLE), finalised by zrt's exit
+// handler (engine.cpp).
+void ensureMpi();
+// Frees the communicator the package's collectives use (comm.cpp), before MPI_Finalize.
+void releasePackageComm();
 
 }  // namespace zrt::python

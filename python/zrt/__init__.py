@@ -42,5 +42,6 @@ _check_numpy()
 from . import errors, ops  # noqa: E402
 from .engine import Engine, initialize, register_external_parameter  # noqa: E402
 from .errors import Error  # noqa: E402
+from .gathered import GatheredParameters  # noqa: E402
 
-__all__ = ["initialize", "register_external_parameter", "Engine", "Error", "errors", "ops"]
+__all__ = ["initialize", "register_external_parameter", "GatheredParameters", "Engine", "Error", "errors", "ops"]

@@ -166,7 +166,10 @@ class Engine:
     """What zrt.initialize returns. engine(inputs) runs the model; engine.backward(loss) and
     engine.step() train it (step() acts at the gradient accumulation boundary, as DeepSpeed's)."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, param_groups=None):
+        """param_groups: None (one group, the config's optimizer settings), or (groups, group_of):
+        groups a list of (lr, weight_decay), negative for the config's; group_of maps id(parameter)
+        to its group's index (zrt.compat.deepspeed builds it from torch's param_groups)."""
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"zrt.initialize: model must be a torch.nn.Module, not {type(model).__name__}")
         text, source = _config_text(config)
@@ -177,12 +180,13 @@ class Engine:
         _bound_heap_growth()
         # Each value is the parameter's own memory for an fp32 model (no copy): the Engine
         # broadcasts rank 0's values into it and reads its initial state from there.
+        groups, group_of = param_groups if param_groups is not None else ([], {})
         specs = []
         for name, _, own in self._mods:
             specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_buffer(p.detach().float().contiguous(),
                                                                                  f"parameter {name}.{pname}"),
-                                                p.requires_grad) for pname, p in own]))
-        self._engine = _zrt.Engine(text, source, specs)
+                                                p.requires_grad, group_of.get(id(p), 0)) for pname, p in own]))
+        self._engine = _zrt.Engine(text, source, specs, list(groups))
         del specs  # numpy views of the parameters' own memory, freed below
         _live.add(self)
         self._order = next(_created)
@@ -295,6 +299,7 @@ class Engine:
         self._frames = []  # modules in their forward, innermost last
         self._copying = 0  # depth of state_dict calls: gathers are torch copies until it returns
         self._copies = []
+        self._user_held = {}  # Engine module -> open zrt.GatheredParameters holding it
         self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype)
         self._needs = {}  # id(torch module) -> Engine modules its forward reads
         for _, mod, _, p in _named_parameter_entries(model):
@@ -403,8 +408,12 @@ class Engine:
 
     def _unacquire(self, j):
         self._refs[j] -= 1
-        if self._refs[j] == 0 and j not in self._bwd:
+        if self._idle(j):
             self._release(j)
+
+    def _idle(self, j):
+        """No forward, backward, state_dict() or GatheredParameters holds Engine module j."""
+        return self._refs[j] == 0 and j not in self._bwd and j not in self._user_held
 
     def _hold(self, needs):
         """Keeps Engine modules gathered for the backward, until their gradients are reported."""
@@ -449,10 +458,67 @@ class Engine:
 
     def _release_all(self):
         for i in list(self._gathered):
-            self._release(i)
+            if i not in self._user_held:
+                self._release(i)
         self._refs = [0] * len(self._mods)
         self._bwd.clear()
         self._frames.clear()
+
+    # ---- zrt.GatheredParameters ----
+    def _owners(self, params):
+        """The Engine modules owning `params` (this engine's), in registration order."""
+        index = {}
+        for i, (_, _, own) in enumerate(self._mods):
+            for _, p in own:
+                index[id(p)] = i
+        missing = [p for p in params if id(p) not in index]
+        if missing:
+            raise _zrt_error("InvalidArgument", f"GatheredParameters: {len(missing)} of the parameters given are not "
+                             "this engine's (or are integer parameters, which it leaves alone)")
+        return sorted({index[id(p)] for p in params})
+
+    def _hold_for_user(self, owners):
+        """Stage 3: the owners gathered as torch copies until _drop_for_user (collective)."""
+        if self.stage != 3:
+            return
+        for j in owners:
+            if j not in self._gathered:
+                self._gather(j, copy=True)
+            self._user_held[j] = self._user_held.get(j, 0) + 1
+
+    def _drop_for_user(self, owners):
+        if self.stage != 3:
+            return
+        for j in owners:
+            self._user_held[j] -= 1
+            if not self._user_held[j]:
+                del self._user_held[j]
+                if self._idle(j) and j in self._gathered:
+                    self._release(j)
+
+    def _write_parameters(self, params, source_rank):
+        """Rank source_rank's values of `params` (what a GatheredParameters block wrote there) into
+        every rank's Engine: parameters, shards and fp32 master weights. Collective; between
+        steps."""
+        from . import _weights_file
+        names, values = [], []
+        index = {}
+        for name, _, own in self._mods:
+            for pname, p in own:
+                index[id(p)] = f"{name}.{pname}"
+        for p in params:
+            with torch._C.DisableTorchFunction():
+                v = p.data.detach().float().contiguous().clone()
+            _zrt.comm_broadcast(v.numpy(), source_rank)
+            names.append(index[id(p)])
+            values.append(v)
+        keep = [f"{name}/{pname}" for name, _, own in self._mods for pname, _ in own
+                if f"{name}.{pname}" not in set(names)]
+        with _weights_file.written(dict(zip(names, values))) as path:
+            self._engine.load_weights(path, keep)
+        if self.stage != 3:
+            for i in range(len(self._mods)):
+                self._bind_views(i)
 
     def _shapes(self, i):
         if not hasattr(self, "_shape_cache"):
@@ -486,7 +552,7 @@ class Engine:
                     self._copying -= 1
                     if not self._copying:
                         for j in self._copies:
-                            if self._gathered.get(j) == "copy" and self._refs[j] == 0 and j not in self._bwd:
+                            if self._gathered.get(j) == "copy" and self._idle(j):
                                 self._release(j)
                         self._copies = []
             object.__setattr__(mod, "state_dict", state_dict)
@@ -522,7 +588,7 @@ class Engine:
         self._grads_to_drop = [p for _, p in own]
         if self.stage == 3 and i in self._bwd:
             self._bwd.discard(i)
-            if self._refs[i] == 0:
+            if self._idle(i):
                 self._release(i)
 
     # ---- the training step, as DeepSpeed's engine ----

@@ -38,6 +38,8 @@ with tempfile.TemporaryDirectory() as d:
     expect(path, zrt.errors.InvalidArgument, [path, "line 2"])
 expect(dict(good, zero_optimization={"stage": 1, "offload_param": {"device": "cpu"}}),
        zrt.errors.InvalidArgument, ["offload_param", "stage 3"])
+# No optimizer section: refused (the C++ default, AdamW at lr 1e-3, is not what the script chose).
+expect({"train_batch_size": 4}, zrt.errors.InvalidArgument, ["config", "no optimizer section"])
 expect(dict(good, zrt={"device": "host-strict"}), zrt.errors.InvalidArgument,
        ["zrt.device host-strict:0 in config", "device host only"])
 try:

@@ -8,7 +8,8 @@
 // - the global gradient norm is the float64 norm and has the same bits at 1 to 4 OpenMP threads
 //   (a resumed run on a machine of other cores clips the same);
 // - bad input (a stage the engine cannot run, registrations that differ, a module reported twice
-//   or never) is a clear error on every rank, never a hang.
+//   or never) is a clear error on every rank, never a hang;
+// - learning rates set from outside (a script's own scheduler) replace the config's schedule.
 #include <doctest/doctest.h>
 #include <mpi.h>
 #include <omp.h>
@@ -480,6 +481,53 @@ TEST_CASE("gradients read from the caller's buffers train as those written into 
         CHECK(run(handed, *deviceB, true) == run(written, *deviceA, false));
       }
     }
+  }
+}
+
+TEST_CASE("learning rates set from outside replace the schedule, group by group") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  // One step with gradients sin(θ) (host memory: the engine's buffers are written directly).
+  auto step = [](Engine& engine) {
+    engine.beginMicroStep();
+    for (std::size_t m = engine.numModules(); m-- > 0;) {
+      const auto p = engine.parameters(m);
+      const auto g = engine.gradients(m);
+      for (std::size_t t = 0; t < g.size(); ++t)
+        for (std::size_t i = 0; g[t].data && i < g[t].numel; ++i)
+          test::storeValue(g[t].dtype, g[t].data, i, std::sin(test::loadValue(p[t].dtype, p[t].data, i)));
+      engine.backwardDone(m);
+      engine.release(m);
+    }
+    engine.endMicroStep();
+    return engine.step();
+  };
+  for (int stage : {0, 3}) {
+    CAPTURE(stage);
+    // WarmupLR would run step 0 at 0.002; the rates set win.
+    const Config c = parseConfig(config(stage, "", world,
+                                        R"("scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.002,)"
+                                        R"( "warmup_max_lr": 0.01, "warmup_num_steps": 5}},)"),
+                                 "lr", world);
+    MemoryLedger ledger;
+    auto device = makeDevice("host:64M", ledger);
+    Engine engine(c, *device, comm, test::testModel(0.005));
+    CHECK(engine.learningRates() == std::vector<double>{0.002, 0.002 * 0.005 / 0.001});
+    const auto before = test::trainedValues(engine);
+    engine.setLearningRates({0.0, 0.0});
+    CHECK(engine.learningRates() == std::vector<double>{0.0, 0.0});
+    CHECK(step(engine).lr == 0.0);
+    CHECK(test::trainedValues(engine) == before);  // lr 0: no move, weight decay included
+    engine.setLearningRates({0.01, 0.0});
+    step(engine);
+    const auto after = test::trainedValues(engine);
+    for (int l = 0; l < test::kLayers; ++l) {
+      CHECK(after[2 * l] != before[2 * l]);          // weights (group 0) moved
+      CHECK(after[2 * l + 1] == before[2 * l + 1]);  // biases (group 1, lr 0) did not
+    }
+    CHECK_THROWS_AS(engine.setLearningRates({0.01}), InvalidArgument);
+    CHECK_THROWS_AS(engine.setLearningRates({-1.0, 0.0}), InvalidArgument);
+    CHECK_THROWS_AS(engine.setLearningRates({std::nan(""), 0.0}), InvalidArgument);
   }
 }
 

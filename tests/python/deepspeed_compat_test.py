@@ -1,0 +1,279 @@
+"""zrt.compat.deepspeed on 2 ranks (mpirun -np 2): a training script written against DeepSpeed's
+API, in the shape of DeepSpeed's own examples (train_script below: deepspeed.initialize with
+param groups that exempt biases and norms from weight decay, zero.Init around the model,
+zero.register_external_parameter for an LM head read in the top module, a parameter
+initialised on rank 0 under zero.GatheredParameters(modifier_rank=0), the loss all-reduced with
+deepspeed.comm for logging, a checkpoint with client state, a WarmupLR scheduler), run with
+`deepspeed` bound to zrt.compat.deepspeed at ZeRO stages 0, 1, 2, 3 and 3 with NVMe, every
+step's all-reduced loss within 1e-5 of plain torch AdamW in one process with the same groups,
+schedule and initialisation. A resumed run (load_checkpoint) gets its client state back and
+continues with the same bits. A client torch AdamW with its own param groups and a LambdaLR
+client scheduler trains as torch does too. Each refusal is checked: a config without an
+optimizer, an optimizer ZRT cannot run, per-group betas, a trainable parameter in no group, a
+process group, and DeepSpeed names not offered (module, engine, zero)."""
+import math
+import os
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+import zrt
+import zrt.compat.deepspeed as deepspeed
+import zrt.compat.deepspeed.comm as dist
+from tiny_gpt2 import GPT2, batches
+
+STEPS, SAVE_AT, BATCH, CONTEXT, VOCAB = 6, 3, 4, 16, 64
+LR, WD, WARMUP = 1e-2, 0.1, 4
+TOLERANCE = 1e-5
+failures = []
+
+
+def fail(what):
+    failures.append(what)
+    print(f"rank {dist.get_rank()}: FAILED: {what}", flush=True)
+
+
+class LM(GPT2):
+    """The LM head is the token embedding, read in the top module's forward."""
+
+    def __init__(self, ds):
+        super().__init__(vocab=VOCAB, context=CONTEXT)
+        del self.head
+        ds.zero.register_external_parameter(self, self.wte.weight)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.wte(idx) + self.wpe(pos)
+        for b in self.blocks:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), idx.roll(-1, dims=1).reshape(-1))
+
+
+def grouped_parameters(model):
+    """No weight decay on biases and LayerNorm weights, as fine-tuning scripts group them."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if name.endswith("bias") or ".ln" in name or name.startswith("ln") else decay).append(p)
+    return [{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def ds_config(stage, nvme=None):
+    z = {"stage": stage, "stage3_param_persistence_threshold": 0}
+    if nvme:
+        z["offload_optimizer"] = {"device": "nvme", "nvme_path": nvme}
+        z["offload_param"] = {"device": "nvme", "nvme_path": nvme, "max_in_cpu": 0}
+    return {"train_batch_size": BATCH, "train_micro_batch_size_per_gpu": BATCH // 2,
+            "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": WD}},
+            "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": LR,
+                                                         "warmup_num_steps": WARMUP}},
+            "zero_optimization": z}
+
+
+def train_script(ds, dist_, config, data, ckpt, steps, resume=False):
+    """A DeepSpeed training loop; returns the all-reduced losses and the client state loaded."""
+    torch.manual_seed(0)
+    with ds.zero.Init(config_dict_or_path=config):
+        model = LM(ds)
+    engine, optimizer, _, scheduler = ds.initialize(model=model, model_parameters=grouped_parameters(model),
+                                                    config=config)
+    loaded = None
+    if resume:
+        _, loaded = engine.load_checkpoint(ckpt)
+    else:
+        # Rank 0 sets the final norm's bias; every rank trains with it.
+        with ds.zero.GatheredParameters(model.ln_f.bias, modifier_rank=0):
+            if dist_.get_rank() == 0:
+                model.ln_f.bias.data.fill_(0.25)
+    rank, world = dist_.get_rank(), dist_.get_world_size()
+    losses = []
+    for step in steps:
+        loss = engine(data[step].chunk(world)[rank])
+        engine.backward(loss)
+        engine.step()
+        logged = loss.detach().clone()
+        dist_.all_reduce(logged)
+        losses.append(logged.item() / world)
+        if step + 1 == SAVE_AT and not resume:
+            engine.save_checkpoint(ckpt, client_state={"step": step + 1, "note": "warm", "seen": torch.arange(3)})
+    return engine, losses, loaded
+
+
+def warmup_lr(step):
+    """DeepSpeed's WarmupLR (log warmup from 0 to LR over WARMUP steps) at optimizer step `step`
+    (runtime/lr_schedule.h: step k runs at index k - 1)."""
+    i = step - 1
+    if i < 0:
+        return 0.0
+    return LR * (math.log(i + 1) / math.log(WARMUP) if i < WARMUP else 1.0)
+
+
+def reference(data, world):
+    torch.manual_seed(0)
+    model = LM(deepspeed)
+    with torch.no_grad():
+        model.ln_f.bias.fill_(0.25)
+    opt = torch.optim.AdamW(grouped_parameters(model), lr=LR)
+    losses = []
+    for step in range(STEPS):
+        for g in opt.param_groups:
+            g["lr"] = warmup_lr(step)
+        opt.zero_grad()
+        total = 0.0
+        for piece in data[step].chunk(world):
+            loss = model(piece)
+            (loss / world).backward()
+            total += loss.item()
+        opt.step()
+        losses.append(total / world)
+    return losses
+
+
+def check_script(data, world, base):
+    want = reference(data, world)
+    for label, stage, nvme in (("stage 0", 0, False), ("stage 1", 1, False), ("stage 2", 2, False),
+                               ("stage 3", 3, False), ("stage 3 + nvme", 3, True)):
+        with tempfile.TemporaryDirectory(prefix=f"zrt-ds-nvme-{dist.get_rank()}-") as swap:
+            config = ds_config(stage, swap if nvme else None)
+            ckpt = os.path.join(base, f"ckpt-stage{stage}{'-nvme' if nvme else ''}")
+            engine, losses, _ = train_script(deepspeed, dist, config, data, ckpt, range(STEPS))
+            worst = max(abs(g - w) / w for g, w in zip(losses, want))
+            if worst > TOLERANCE:
+                fail(f"{label}: losses {losses}, torch's {want}")
+            lrs = engine.get_lr()
+            if any(abs(lr - warmup_lr(STEPS)) > 1e-12 for lr in lrs) or engine.global_steps != STEPS:
+                fail(f"{label}: get_lr() {lrs} and global_steps {engine.global_steps} after {STEPS} steps "
+                     f"(want {warmup_lr(STEPS)} and {STEPS})")
+            engine.close()
+            resumed, again, client = train_script(deepspeed, dist, config, data, ckpt, range(SAVE_AT, STEPS),
+                                                  resume=True)
+            if client is None or client.get("step") != SAVE_AT or client.get("note") != "warm" or \
+                    not torch.equal(client.get("seen"), torch.arange(3)):
+                fail(f"{label}: load_checkpoint's client state is {client}")
+            if again != losses[SAVE_AT:]:
+                fail(f"{label}: the resumed run's losses {again} are not the straight run's {losses[SAVE_AT:]}")
+            resumed.close()
+            print(f"rank {dist.get_rank()}: {label}: losses within {worst:.1e} of torch; resumed with the same "
+                  "bits and its client state", flush=True)
+
+
+def check_client_optimizer(data, world):
+    """A torch AdamW with its own groups and a LambdaLR on it, stepped by the engine."""
+    def build():
+        torch.manual_seed(0)
+        return LM(deepspeed)
+
+    def schedule(step):
+        return 1.0 / (1 + step)
+
+    model = build()
+    opt = torch.optim.AdamW(grouped_parameters(model), lr=LR, betas=(0.8, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    want = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        total = 0.0
+        for piece in data[step].chunk(world):
+            loss = model(piece)
+            (loss / world).backward()
+            total += loss.item()
+        opt.step()
+        sched.step()
+        want.append(total / world)
+    for stage in (0, 3):
+        model = build()
+        client = torch.optim.AdamW(grouped_parameters(model), lr=LR, betas=(0.8, 0.95))
+        config = ds_config(stage)
+        del config["optimizer"], config["scheduler"]
+        engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=client, config=config,
+                                                       lr_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, schedule))
+        losses = []
+        for step in range(STEPS):
+            loss = engine(data[step].chunk(world)[dist.get_rank()])
+            engine.backward(loss)
+            engine.step()
+            logged = loss.detach().clone()
+            dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+            losses.append(logged.item())
+        worst = max(abs(g - w) / w for g, w in zip(losses, want))
+        if worst > TOLERANCE:
+            fail(f"client AdamW and LambdaLR, stage {stage}: losses {losses}, torch's {want}")
+        if abs(engine.get_lr()[0] - LR * schedule(STEPS)) > 1e-12:
+            fail(f"client scheduler, stage {stage}: get_lr() {engine.get_lr()}, want {LR * schedule(STEPS)}")
+        engine.close()
+        print(f"rank {dist.get_rank()}: client AdamW + LambdaLR at stage {stage}: losses within {worst:.1e} of torch",
+              flush=True)
+
+
+def expect(what, error, fn, *words):
+    try:
+        fn()
+    except error as e:
+        missing = [w for w in words if w not in str(e)]
+        if missing:
+            fail(f"{what}: the error does not name {missing}: {e}")
+        return
+    except Exception as e:  # noqa: BLE001 (the wrong class is the finding)
+        fail(f"{what}: raised {type(e).__name__} ({e}), not {error.__name__}")
+        return
+    fail(f"{what}: no error")
+
+
+def check_refusals():
+    def model():
+        torch.manual_seed(0)
+        return LM(deepspeed)
+
+    no_optimizer = ds_config(0)
+    del no_optimizer["optimizer"]
+    bad = zrt.errors.InvalidArgument
+    expect("a config without an optimizer", bad,
+           lambda: deepspeed.initialize(model=model(), model_parameters=None, config=no_optimizer), "optimizer")
+    m = model()
+    expect("torch.optim.RMSprop", bad,
+           lambda: deepspeed.initialize(model=m, optimizer=torch.optim.RMSprop(m.parameters()), config=no_optimizer),
+           "RMSprop")
+    m = model()
+    groups = grouped_parameters(m)
+    groups[1]["betas"] = (0.5, 0.5)
+    expect("per-group betas", bad, lambda: deepspeed.initialize(model=m, model_parameters=groups, config=ds_config(0)),
+           "betas")
+    m = model()
+    expect("a trainable parameter in no group", bad,
+           lambda: deepspeed.initialize(model=m, model_parameters=grouped_parameters(m)[:1], config=ds_config(0)),
+           "blocks.0.ln1.weight", "no param group")
+    expect("deepspeed.init_inference", AttributeError, lambda: deepspeed.init_inference, "init_inference")
+    expect("deepspeed.zero.Offload", AttributeError, lambda: deepspeed.zero.OffloadStateTypeEnum,
+           "OffloadStateTypeEnum")
+    expect("a process group", bad, lambda: dist.all_reduce(torch.ones(1), group="tp"), "group")
+    m = model()
+    engine, _, _, _ = deepspeed.initialize(model=m, model_parameters=grouped_parameters(m), config=ds_config(0))
+    expect("engine.train_batch", AttributeError, lambda: engine.train_batch, "train_batch")
+    expect("optimizer.step()", bad, lambda: engine.optimizer.step(), "engine.step()")
+    expect("the config's scheduler stepped by hand", bad, lambda: engine.lr_scheduler.step(), "engine.step()")
+    engine.close()
+    print(f"rank {dist.get_rank()}: refusals checked", flush=True)
+
+
+def main():
+    world = dist.get_world_size()
+    data = batches(STEPS, BATCH, CONTEXT - 1, VOCAB)[:, :, :CONTEXT]
+    shared = os.environ.get("ZRT_TEST_SHARED_DIR", tempfile.gettempdir())
+    base = os.path.join(shared, f"zrt-ds-compat-{os.environ.get('OMPI_MCA_ess_base_jobid', os.getppid())}")
+    try:
+        check_script(data, world, base)
+        check_client_optimizer(data, world)
+        check_refusals()
+    finally:
+        dist.barrier()
+        if dist.get_rank() == 0:
+            import shutil
+            shutil.rmtree(base, ignore_errors=True)
+    if failures:
+        sys.exit(f"rank {dist.get_rank()}: {len(failures)} failures: " + "; ".join(failures))
+    print(f"rank {dist.get_rank()}: ok")
+
+
+main()
