@@ -7,7 +7,8 @@ deepspeed.comm for logging, a checkpoint with client state, a WarmupLR scheduler
 `deepspeed` bound to zrt.compat.deepspeed at ZeRO stages 0, 1, 2, 3 and 3 with NVMe, every
 step's all-reduced loss within 1e-5 of plain torch AdamW in one process with the same groups,
 schedule and initialisation. A resumed run (load_checkpoint) gets its client state back and
-continues with the same bits. A client torch AdamW with its own param groups and a LambdaLR
+continues with the same bits. save_16bit_model writes a file transformers' from_pretrained
+loads. A client torch AdamW with its own param groups and a LambdaLR
 client scheduler trains as torch does too. Each refusal is checked: a config without an
 optimizer, an optimizer ZRT cannot run, per-group betas, a trainable parameter in no group, a
 process group, and DeepSpeed names not offered (module, engine, zero)."""
@@ -207,6 +208,41 @@ def check_client_optimizer(data, world):
               flush=True)
 
 
+def check_engine_api(base):
+    """save_16bit_model writes what transformers' from_pretrained loads (beside the model's
+    config), at stage 3 with a tied LM head; module, train/eval, the accumulation boundary."""
+    import transformers
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    config = ds_config(3)
+    del config["scheduler"]
+    engine, _, _, scheduler = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    if engine.module is not model or scheduler is not None or engine.zero_optimization_stage() != 3:
+        fail(f"engine.module is not the model, or lr_scheduler {scheduler!r} without a scheduler section")
+    data = batches(2, BATCH, CONTEXT, VOCAB)
+    for step in range(2):
+        x = data[step].chunk(2)[dist.get_rank()]
+        engine.backward(engine(input_ids=x, labels=x).loss)
+        if not engine.is_gradient_accumulation_boundary():
+            fail("is_gradient_accumulation_boundary() is False with one micro-step a step")
+        engine.step()
+    saved = os.path.join(base, "hf16")
+    engine.save_16bit_model(saved)
+    values = engine.fp32_state_dict()
+    engine.eval()
+    dist.barrier()  # rank 0 wrote the file
+    if dist.get_rank() == 0:
+        model.config.save_pretrained(saved)
+    dist.barrier()
+    back = transformers.GPT2LMHeadModel.from_pretrained(saved)
+    wrong = [k for k, v in back.state_dict().items() if k in values and not torch.equal(v, values[k])]
+    if wrong or engine.module.training:
+        fail(f"save_16bit_model -> from_pretrained: {wrong[:3]} differ (or eval() left the model training)")
+    engine.close()
+    print(f"rank {dist.get_rank()}: save_16bit_model loads with from_pretrained", flush=True)
+
+
 def expect(what, error, fn, *words):
     try:
         fn()
@@ -265,6 +301,7 @@ def main():
     try:
         check_script(data, world, base)
         check_client_optimizer(data, world)
+        check_engine_api(base)
         check_refusals()
     finally:
         dist.barrier()
