@@ -21,7 +21,50 @@ std::vector<std::string> splitLines(const std::string& s) {
   return lines;
 }
 
+// failureOf's mark: a byte no message starts with, then the class's letter.
+constexpr char kMark = '\x01';
+
+char classLetter(const std::exception& e) {
+  if (dynamic_cast<const InvalidArgument*>(&e)) return 'I';
+  if (dynamic_cast<const IoError*>(&e)) return 'O';
+  if (dynamic_cast<const TimeoutError*>(&e)) return 'T';
+  if (dynamic_cast<const OutOfMemory*>(&e)) return 'M';
+  if (dynamic_cast<const ExternalError*>(&e)) return 'X';
+  if (dynamic_cast<const PeerError*>(&e)) return 'P';
+  return 0;
+}
+
 }  // namespace
+
+std::string_view failureText(std::string_view text) {
+  if (text.size() >= 2 && text[0] == kMark) text.remove_prefix(2);
+  return text;
+}
+
+std::string failureOf(const std::exception& e) {
+  const char letter = classLetter(e);
+  std::string out;
+  if (letter) out = {kMark, letter};
+  return out + e.what();
+}
+
+bool throwAsMarkedClass(const std::vector<std::string>& all, const std::string& text, const char* file, int line) {
+  for (const std::string& f : all) {
+    if (f.empty()) continue;
+    if (f.size() < 2 || f[0] != kMark) return false;
+    const std::string message = detail::where(file, line) + text;
+    switch (f[1]) {
+      case 'I': throw InvalidArgument(message);
+      case 'O': throw IoError(message);
+      case 'T': throw TimeoutError(message);
+      case 'M': throw OutOfMemory(message);
+      case 'X': throw ExternalError(message);
+      case 'P': throw PeerError(message);
+      default: return false;
+    }
+  }
+  return false;
+}
 
 std::vector<std::string> gatherFailures(comm::Communicator& comm, const std::string& mine) {
   std::vector<std::string> all = comm::allGatherStrings(comm, mine);
@@ -34,7 +77,7 @@ std::string describeFailures(const std::vector<std::string>& all) {
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].empty()) continue;
     const std::string name = "rank " + std::to_string(r);
-    std::string_view text = all[r];
+    std::string_view text = failureText(all[r]);
     if (text.starts_with("[" + name + "] ")) text.remove_prefix(name.size() + 3);
     report += "\n  " + name + ": ";
     report += text;

@@ -3,7 +3,9 @@
 // peers waiting in the next collective.
 #pragma once
 
+#include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/agreed_failure.h"
@@ -20,13 +22,25 @@ std::vector<std::string> gatherFailures(comm::Communicator& comm, const std::str
 // begins with its own "[rank R] " (every ZRT error does) loses it. Empty when none failed.
 std::string describeFailures(const std::vector<std::string>& all);
 
-// Throws ErrorType on every rank with the same text when any rank failed, after marking the
-// error as agreed (comm/agreed_failure.h: the ranks unwind together, none waits for another).
+// A failure as gathered: the exception's text, marked with its ZRT class (an IoError on one rank
+// is an IoError on every rank, so a caller's `except IoError` works the same everywhere).
+std::string failureOf(const std::exception& e);
+// The text of a failure as gathered, without failureOf's mark.
+std::string_view failureText(std::string_view failure);
+
+// Throws, as the class the lowest failing rank's failureOf() marked, `text` (after file:line);
+// false when no failure carries a class mark (the caller throws its own class).
+bool throwAsMarkedClass(const std::vector<std::string>& all, const std::string& text, const char* file, int line);
+
+// Throws on every rank with the same text when any rank failed, after marking the error as
+// agreed (comm/agreed_failure.h: the ranks unwind together, none waits for another): of the
+// class the first failing rank's failureOf() recorded, else ErrorType.
 template <class ErrorType>
 void throwGathered(const std::vector<std::string>& all, const std::string& what) {
   const std::string report = describeFailures(all);
   if (report.empty()) return;
   comm::markAgreedFailure();
+  throwAsMarkedClass(all, what + report, __FILE__, __LINE__);
   ZRT_THROW(ErrorType, what, report);
 }
 
@@ -36,14 +50,15 @@ void throwIfAnyRankFailed(comm::Communicator& comm, const std::string& mine, con
   throwGathered<ErrorType>(gatherFailures(comm, mine), what);
 }
 
-// Runs `f`; what it throws on any rank is thrown on every rank as ErrorType after `what`.
+// Runs `f`; what it throws on any rank is thrown on every rank after `what`, as the ZRT class
+// the first failing rank threw (ErrorType for an exception that is not a ZRT error's subclass).
 template <class ErrorType, class F>
 void onEveryRankOrNone(comm::Communicator& comm, const std::string& what, F&& f) {
   std::string failure;
   try {
     f();
   } catch (const std::exception& ex) {
-    failure = ex.what();
+    failure = failureOf(ex);
   }
   throwIfAnyRankFailed<ErrorType>(comm, failure, what);
 }

@@ -200,7 +200,8 @@ void Engine::endMicroStep() {
   // A parameter read from NVMe that failed on any rank fails the micro-step on every rank (the
   // gathers went on, so nobody waits; the step's values are not used).
   if (const std::optional<std::string> failure = e.parameters->takeIoFailure())
-    throwIfAnyRankFailed<PeerError>(e.comm, *failure, "engine: reading parameters failed:");
+    throwIfAnyRankFailed<PeerError>(e.comm, failure->empty() ? std::string() : failureOf(IoError(*failure)),
+                                    "engine: reading parameters failed:");
   e.agreeNoMisuse();
   e.parameters->endPass();
   e.commSeconds += waitedInBackward + secondsSince(t0);

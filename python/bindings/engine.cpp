@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/memory_ledger.h"
 #include <nlohmann/json.hpp>
+#include "runtime/collective_failure.h"
 #include "runtime/engine.h"
 #include "python/bindings/buffers.h"
 #include "python/bindings/module.h"
@@ -107,17 +108,19 @@ void broadcastFromRankZero(const std::vector<InitialValue>& values) {
 // Every rank's set-up (config parsing, device, the model's registration) must have succeeded
 // before the first collective that assumes it did: otherwise the ranks that succeeded would
 // wait in broadcastFromRankZero for one that gave up. Every rank makes this MPI_Allreduce first;
-// where some rank failed, it rethrows its own error and the others raise a PeerError naming the
-// lowest failing rank with that rank's message.
+// where some rank failed, it rethrows its own error and the others raise an error of the same
+// class (runtime/collective_failure.h's failureOf: an IoError on one rank is an IoError on every
+// rank, so `except` clauses work the same everywhere) naming the lowest failing rank with that
+// rank's message.
 void agreeOnSetUp(std::exception_ptr failure) {
   int rank = 0;
   ZRT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  std::string message;
+  std::string message;  // failureOf's: the text marked with its class
   if (failure) {
     try {
       std::rethrow_exception(failure);
     } catch (const std::exception& e) {
-      message = e.what();
+      message = failureOf(e);
     } catch (...) {
       message = "an unknown exception";
     }
@@ -135,7 +138,12 @@ void agreeOnSetUp(std::exception_ptr failure) {
   // (comm/agreed_failure.h).
   comm::markAgreedFailure();
   if (failure) std::rethrow_exception(failure);
-  ZRT_THROW(PeerError, "zrt.initialize: rank ", first, " failed to set up: ", text);
+  std::vector<std::string> failures(static_cast<std::size_t>(first) + 1);
+  failures.back() = text;
+  const std::string report =
+      "zrt.initialize: rank " + std::to_string(first) + " failed to set up: " + std::string(failureText(text));
+  throwAsMarkedClass(failures, report, __FILE__, __LINE__);
+  ZRT_THROW(PeerError, report);
 }
 
 // The model as registered, its initial values still where Python holds them (this rank's own

@@ -654,6 +654,11 @@ class Engine:
 
     def backward(self, loss):
         self._check_usable("backward")
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or loss.grad_fn is None:
+            what = (f"a {type(loss).__name__}" if not isinstance(loss, torch.Tensor) else
+                    f"a tensor of {loss.numel()} elements" if loss.numel() != 1 else "a tensor with no graph")
+            raise _zrt_error("InvalidArgument", f"engine.backward(loss): loss is {what}; pass the one-element loss "
+                             "tensor the forward computed (not loss.item(), not a detached copy)")
         if not self._in_micro:
             raise _zrt_error("InvalidArgument", "engine.backward: no forward in training mode came first "
                              "(call engine(inputs) with model.train() and gradients enabled)")

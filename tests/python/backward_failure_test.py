@@ -1,7 +1,9 @@
 """A hook that raises inside engine.backward leaves the C++ micro-step open: the exception
 reaches the caller, and every later forward/backward/step raises a zrt.errors.InvalidArgument
-saying the earlier backward failed (with its error), not a micro-step protocol error. One
-process: MPI starts as a singleton."""
+saying the earlier backward failed (with its error), not a micro-step protocol error. Before
+that, a wrong argument (backward(loss.item())) is refused in zrt's words and leaves the engine
+usable; after close(), every call says the engine is closed. One process: MPI starts as a
+singleton."""
 import sys
 
 import torch
@@ -13,6 +15,16 @@ torch.manual_seed(0)
 engine = zrt.initialize(model=GPT2(), config={"train_batch_size": 4,
                                                "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
 data = batches(2, 4, 16, 64)
+loss = loss_of(engine, data[0])
+for wrong in (loss.item(), loss.detach()):
+    try:
+        engine.backward(wrong)
+    except zrt.errors.InvalidArgument as e:
+        assert "engine.backward(loss)" in str(e) and "loss.item()" in str(e), e
+    else:
+        sys.exit(f"engine.backward({type(wrong).__name__}) raised nothing")
+engine.backward(loss)  # still usable
+engine.step()
 loss = loss_of(engine, data[0])
 loss.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("the caller's hook failed")))
 try:
@@ -34,4 +46,15 @@ for what, call in (("forward", lambda: loss_of(engine, data[1])), ("backward", l
         sys.exit(f"engine.{what} after the failed backward raised nothing")
 del loss  # its graph holds the engine through the hooks
 engine.close()
+closed = zrt.initialize(model=GPT2(), config={"train_batch_size": 4,
+                                               "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+closed.close()
+for what, call in (("forward", lambda: loss_of(closed, data[1])), ("step", closed.step),
+                   ("save_checkpoint", lambda: closed.save_checkpoint("/nonexistent"))):
+    try:
+        call()
+    except zrt.errors.InvalidArgument as e:
+        assert "closed" in str(e) and what in str(e), e
+    else:
+        sys.exit(f"engine.{what} after close() raised nothing")
 print("ok")

@@ -369,15 +369,15 @@ TEST_CASE("a rank whose device is too small fails set-up on every rank, with the
   MemoryLedger ledger;
   auto device = makeDevice(rank == world - 1 ? "host:1K" : "host:64M", ledger);
   std::string msg;
-  bool peerError = false;
+  bool outOfMemory = false;
   try {
     Engine e(parseConfig(config(1, "", world), "oom", world), *device, comm, test::testModel());
-  } catch (const PeerError& ex) {
-    peerError = true;
+  } catch (const OutOfMemory& ex) {  // the failing rank's class, on every rank
+    outOfMemory = true;
     msg = ex.what();
   }
   CAPTURE(msg);
-  CHECK(peerError);
+  CHECK(outOfMemory);
   CHECK(msg.find("rank " + std::to_string(world - 1) + ": ") != std::string::npos);
   CHECK(msg.find("memory ledger") != std::string::npos);
   // The failing rank's own "[rank R] file:line: " is not repeated after "rank R: ".

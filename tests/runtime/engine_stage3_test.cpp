@@ -64,17 +64,17 @@ TEST_CASE("a device too small for stage 2 fails it with the OOM report; stage 3 
   REQUIRE(stage3 < stage2);
   MemoryLedger ledger;
   auto device = makeDevice("host:" + std::to_string(stage3), ledger);
-  bool peerError = false;
+  bool outOfMemory = false;
   std::string msg;
   try {
     Engine e(parseConfig(config(2, world, oneLive), "stage2.json", world), *device, comm, test::testModel());
     test::train(e, comm, 1, kMicro);
-  } catch (const PeerError& ex) {
-    peerError = true;
+  } catch (const OutOfMemory& ex) {  // the failing rank's class, on every rank
+    outOfMemory = true;
     msg = ex.what();
   }
   CAPTURE(msg);
-  CHECK(peerError);
+  CHECK(outOfMemory);
   CHECK(msg.find("memory ledger") != std::string::npos);
   Engine engine(parseConfig(config(3, world, oneLive), "stage3.json", world), *device, comm, test::testModel());
   std::vector<double> losses;
