@@ -24,6 +24,7 @@
 #include "runtime/checkpoint/model_match.h"
 #include "runtime/checkpoint/rank_agreement.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/staging.h"
 
 namespace zrt::checkpoint {
 namespace {
@@ -279,7 +280,14 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag, c
       if (pathExists(joinPath(dir, tag)))
         ZRT_THROW(InvalidArgument, "checkpoint: ", joinPath(dir, tag), " exists; a checkpoint is never overwritten "
                   "(choose another tag or remove it)");
+      removeStaleStaging(dir);
       tmp = makeTempDirectory(dir, tag + ".tmp-");
+      try {
+        claimStaging(tmp);
+      } catch (...) {
+        removeTree(tmp);
+        throw;
+      }
     } catch (const std::exception& e) {
       made = Outcome::of(e);
     }
@@ -332,6 +340,7 @@ void save(const EngineView& v, const std::string& dir, const std::string& tag, c
       syncDirectory(tmp);
       renameNoReplace(tmp, joinPath(dir, tag));
       renamed = true;
+      releaseStaging(joinPath(dir, tag));
       syncDirectory(dir);
       replaceFileAtomically(dir, kLatestName, tag + "\n");
     } catch (const std::exception& e) {
@@ -353,6 +362,7 @@ void load(const EngineView& v, const std::string& dir, const std::string& tag) {
     if (v.inMicro || v.micro != 0)
       ZRT_THROW(InvalidArgument, "checkpoint: load inside a step (", v.micro, " of ", v.accumulation,
                 " micro-steps done); load before beginMicroStep or after step()");
+    if (v.rank == 0) removeStaleStaging(dir);
     reader = std::make_unique<CheckpointReader>(joinPath(dir, resolveTag(dir, tag)));
     const std::vector<std::string> diffs = modelDifferences(reader->manifest(), v, /*exact=*/true);
     if (!diffs.empty()) throwDifferences(joinPath(reader->dir(), kManifestName), diffs);
