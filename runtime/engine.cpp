@@ -12,6 +12,7 @@
 
 #include "comm/agreed_failure.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/timing.h"
 #include "runtime/engine_impl.h"
 #include "runtime/optim/adam.h"
@@ -208,6 +209,28 @@ void Engine::endMicroStep() {
   e.computeSeconds += std::max(0.0, wall - waitedInBackward);
 }
 
+// fp32 and bf16 have no loss scale to lower: a skipped step means the gradients themselves hold
+// inf or NaN (a diverged run, bad data), which every skip says and zrt.max_skipped_steps in a
+// row ends, on every rank (each saw the same overflow), before the run trains on nothing.
+// fp16's skips are dynamic loss scaling at work, as DeepSpeed's.
+void Engine::Impl::noteSkips(bool skipped, std::int64_t step) {
+  if (!skipped) {
+    skippedInRow = 0;
+    return;
+  }
+  ++skippedInRow;
+  if (rank == 0)
+    logWarning(detail::cat("engine: step ", step, " skipped: the gradients hold inf or NaN (", nameOf(dtype),
+                           " training has no loss scale to lower); ", skippedInRow, " in a row"));
+  const int limit = config.zrt.max_skipped_steps;
+  if (limit > 0 && skippedInRow >= limit) {
+    comm::markAgreedFailure();
+    ZRT_THROW(Error, "engine: ", skippedInRow, " optimizer steps in a row skipped because the gradients hold inf "
+              "or NaN (", nameOf(dtype), " training, steps ", step - skippedInRow + 1, "-", step,
+              "): the run has diverged or its data is bad (zrt.max_skipped_steps ", limit, ")");
+  }
+}
+
 StepReport Engine::step() {
   Impl& e = *impl_;
   const comm::CallerLabel label = Impl::enter(e.callLabel("step"));
@@ -268,6 +291,7 @@ StepReport Engine::step() {
   }
   e.scaler.update(overflow);
   e.micro = 0;
+  if (e.dtype != DType::F16) e.noteSkips(overflow, r.step);
   r.optimizerSeconds = secondsSince(t0) - commSeconds;
   r.commSeconds = e.commSeconds + commSeconds;
   r.computeSeconds = e.computeSeconds;

@@ -89,6 +89,7 @@ struct Engine::Impl {
   std::int64_t attempted = 0;
   std::int64_t taken = 0;
   std::vector<double> lrOverride;  // setLearningRates: one per group, in place of the schedule
+  int skippedInRow = 0;            // fp32/bf16 steps skipped for inf/NaN since the last taken one
   double computeSeconds = 0, commSeconds = 0;
   FetchCounts fetches;  // stage 3, this step
   Clock::time_point microStart;
@@ -108,6 +109,9 @@ struct Engine::Impl {
     if (misuse.empty()) misuse = std::move(what);
   }
   void agreeNoMisuse();
+  // After a step: says so when fp32/bf16 gradients were not finite, and throws after
+  // zrt.max_skipped_steps such steps in a row.
+  void noteSkips(bool skipped, std::int64_t step);
   // Each public call that may post collectives names itself for the hang reports
   // (comm/caller_label.h): "Engine::parameters(module 'h.3'), micro-step 7 of step 2".
   std::string callLabel(const char* call) const;

@@ -391,6 +391,8 @@ void readZrt(ConfigSection& root, ZrtConfig& z) {
   z.device = hostKind ? kind : device;
   z.host_device_memory = memory != 0 ? memory : capacity;
   z.comm_timeout_s = sec.readDouble("comm_timeout_s", z.comm_timeout_s, positive());
+  z.max_skipped_steps =
+      static_cast<int>(sec.readInt("max_skipped_steps", z.max_skipped_steps, between(0, 1'000'000'000)));
   z.metrics_address = sec.readString("metrics_address", z.metrics_address);
   if (z.metrics_address.empty()) sec.fail("metrics_address", "is empty: give an IP address such as 127.0.0.1");
   z.metrics_port = static_cast<int>(sec.readInt("metrics_port", z.metrics_port, between(0, 65535)));

@@ -121,6 +121,9 @@ struct ZrtConfig {
   std::string device = "host";  // "host", "host-strict" (capacity below), "cuda", "cuda:<n>"
   std::uint64_t host_device_memory = 0;  // 0: ZRT_HOST_DEVICE_MEMORY or the default
   double comm_timeout_s = 600.0;         // a collective not done by then reports and aborts
+  // fp32 and bf16 (no loss scale): optimizer steps in a row skipped for inf/NaN gradients after
+  // which step() raises; 0: never.
+  int max_skipped_steps = 10;
   // Rank 0's Prometheus endpoint (runtime/metrics/metrics_server.h): 0 = off.
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 0;

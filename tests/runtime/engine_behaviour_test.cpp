@@ -9,7 +9,8 @@
 //   (a resumed run on a machine of other cores clips the same);
 // - bad input (a stage the engine cannot run, registrations that differ, a module reported twice
 //   or never) is a clear error on every rank, never a hang;
-// - learning rates set from outside (a script's own scheduler) replace the config's schedule.
+// - learning rates set from outside (a script's own scheduler) replace the config's schedule;
+// - fp32 steps skipped for inf gradients end the run after zrt.max_skipped_steps in a row.
 #include <doctest/doctest.h>
 #include <mpi.h>
 #include <omp.h>
@@ -484,24 +485,34 @@ TEST_CASE("gradients read from the caller's buffers train as those written into 
   }
 }
 
+namespace {
+
+// One step whose gradients are gradient(θ) (a host device: the engine's buffers are written
+// directly).
+StepReport stepWith(Engine& engine, float (*gradient)(float)) {
+  engine.beginMicroStep();
+  for (std::size_t m = engine.numModules(); m-- > 0;) {
+    const auto p = engine.parameters(m);
+    const auto g = engine.gradients(m);
+    for (std::size_t t = 0; t < g.size(); ++t)
+      for (std::size_t i = 0; g[t].data && i < g[t].numel; ++i)
+        test::storeValue(g[t].dtype, g[t].data, i, gradient(test::loadValue(p[t].dtype, p[t].data, i)));
+    engine.backwardDone(m);
+    engine.release(m);
+  }
+  engine.endMicroStep();
+  return engine.step();
+}
+
+float sine(float x) { return std::sin(x); }
+float infinite(float) { return std::numeric_limits<float>::infinity(); }
+
+}  // namespace
+
 TEST_CASE("learning rates set from outside replace the schedule, group by group") {
   const int world = test::worldSize();
   comm::MpiCommunicator comm(MPI_COMM_WORLD);
-  // One step with gradients sin(θ) (host memory: the engine's buffers are written directly).
-  auto step = [](Engine& engine) {
-    engine.beginMicroStep();
-    for (std::size_t m = engine.numModules(); m-- > 0;) {
-      const auto p = engine.parameters(m);
-      const auto g = engine.gradients(m);
-      for (std::size_t t = 0; t < g.size(); ++t)
-        for (std::size_t i = 0; g[t].data && i < g[t].numel; ++i)
-          test::storeValue(g[t].dtype, g[t].data, i, std::sin(test::loadValue(p[t].dtype, p[t].data, i)));
-      engine.backwardDone(m);
-      engine.release(m);
-    }
-    engine.endMicroStep();
-    return engine.step();
-  };
+  auto step = [](Engine& engine) { return stepWith(engine, sine); };
   for (int stage : {0, 3}) {
     CAPTURE(stage);
     // WarmupLR would run step 0 at 0.002; the rates set win.
@@ -529,6 +540,30 @@ TEST_CASE("learning rates set from outside replace the schedule, group by group"
     CHECK_THROWS_AS(engine.setLearningRates({-1.0, 0.0}), InvalidArgument);
     CHECK_THROWS_AS(engine.setLearningRates({std::nan(""), 0.0}), InvalidArgument);
   }
+}
+
+TEST_CASE("fp32 steps skipped for inf gradients are said, and zrt.max_skipped_steps in a row end the run") {
+  const int world = test::worldSize();
+  comm::MpiCommunicator comm(MPI_COMM_WORLD);
+  const Config c = parseConfig(config(2, "", world, R"("zrt": {"max_skipped_steps": 3},)"), "skips", world);
+  MemoryLedger ledger;
+  auto device = makeDevice("host:64M", ledger);
+  Engine engine(c, *device, comm, test::testModel());
+  CHECK(!stepWith(engine, infinite).taken);
+  CHECK(!stepWith(engine, infinite).taken);
+  CHECK(stepWith(engine, sine).taken);  // a taken step starts the count again
+  CHECK(!stepWith(engine, infinite).taken);
+  CHECK(!stepWith(engine, infinite).taken);
+  std::string msg;
+  try {
+    stepWith(engine, infinite);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CAPTURE(msg);
+  CHECK(msg.find("3 optimizer steps in a row skipped") != std::string::npos);
+  CHECK(msg.find("steps 4-6") != std::string::npos);
+  CHECK(msg.find("zrt.max_skipped_steps 3") != std::string::npos);
 }
 
 // Last in this file: it leaves the process marked as having left its peers (comm/mpi/left_peers.h).
