@@ -24,6 +24,7 @@ import zrt
 import zrt.compat.deepspeed as deepspeed
 import zrt.compat.deepspeed.comm as dist
 from tiny_gpt2 import GPT2, batches
+from torch_reference import expect_error, train_whole_batch
 
 STEPS, SAVE_AT, BATCH, CONTEXT, VOCAB = 6, 3, 4, 16, 64
 LR, WD, WARMUP = 1e-2, 0.1, 4
@@ -117,19 +118,12 @@ def reference(data, world):
     with torch.no_grad():
         model.ln_f.bias.fill_(0.25)
     opt = torch.optim.AdamW(grouped_parameters(model), lr=LR)
-    losses = []
-    for step in range(STEPS):
+
+    def schedule(step):
         for g in opt.param_groups:
             g["lr"] = warmup_lr(step)
-        opt.zero_grad()
-        total = 0.0
-        for piece in data[step].chunk(world):
-            loss = model(piece)
-            (loss / world).backward()
-            total += loss.item()
-        opt.step()
-        losses.append(total / world)
-    return losses
+    losses = train_whole_batch(model, opt, lambda m, x: m(x), data[:STEPS], world, before_step=schedule)
+    return [sum(step) / world for step in losses]
 
 
 def check_script(data, world, base):
@@ -172,17 +166,8 @@ def check_client_optimizer(data, world):
     model = build()
     opt = torch.optim.AdamW(grouped_parameters(model), lr=LR, betas=(0.8, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    want = []
-    for step in range(STEPS):
-        opt.zero_grad()
-        total = 0.0
-        for piece in data[step].chunk(world):
-            loss = model(piece)
-            (loss / world).backward()
-            total += loss.item()
-        opt.step()
-        sched.step()
-        want.append(total / world)
+    want = [sum(step) / world for step in train_whole_batch(model, opt, lambda m, x: m(x), data[:STEPS], world,
+                                                            after_step=lambda s: sched.step())]
     for stage in (0, 3):
         model = build()
         client = torch.optim.AdamW(grouped_parameters(model), lr=LR, betas=(0.8, 0.95))
@@ -244,17 +229,7 @@ def check_engine_api(base):
 
 
 def expect(what, error, fn, *words):
-    try:
-        fn()
-    except error as e:
-        missing = [w for w in words if w not in str(e)]
-        if missing:
-            fail(f"{what}: the error does not name {missing}: {e}")
-        return
-    except Exception as e:  # noqa: BLE001 (the wrong class is the finding)
-        fail(f"{what}: raised {type(e).__name__} ({e}), not {error.__name__}")
-        return
-    fail(f"{what}: no error")
+    expect_error(fail, what, error, fn, *words)
 
 
 def check_refusals():

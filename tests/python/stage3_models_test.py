@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 import zrt
 from tiny_gpt2 import GPT2, batches, loss_of
+from torch_reference import expect_error as expect, state_of, train_whole_batch
 
 STEPS, BATCH, CONTEXT, VOCAB, LR, WD = 6, 4, 16, 64, 1e-2, 0.01
 TOLERANCE = 1e-5
@@ -134,17 +135,7 @@ def build(make):
 def reference(make, loss_fn, data):
     model = build(make)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
-    losses = []
-    for s in range(STEPS):
-        opt.zero_grad()
-        step = []
-        for piece in data[s].chunk(world):
-            loss = loss_fn(model, piece)
-            (loss / world).backward()
-            step.append(loss.item())
-        opt.step()
-        losses.append(step)
-    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return train_whole_batch(model, opt, loss_fn, data, world), state_of(model)
 
 
 def train(engine, loss_fn, data):
@@ -164,17 +155,7 @@ def far(got, want):
 
 
 def expect_error(what, fn, *words):
-    try:
-        fn()
-    except zrt.errors.InvalidArgument as e:
-        missing = [w for w in words if w not in str(e)]
-        if missing:
-            fail(f"{what}: the error does not name {missing}: {e}")
-        return
-    except Exception as e:  # noqa: BLE001 (the wrong class is the finding)
-        fail(f"{what}: raised {type(e).__name__} ({e}), not zrt.errors.InvalidArgument")
-        return
-    fail(f"{what}: no error")
+    expect(fail, what, zrt.errors.InvalidArgument, fn, *words)
 
 
 def check_trains_as_torch(data):

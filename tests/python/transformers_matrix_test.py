@@ -26,6 +26,7 @@ import torch
 import transformers
 
 import zrt
+from torch_reference import state_of, train_whole_batch
 
 STEPS, BATCH, CONTEXT, VOCAB, LR, WD = 3, 4, 12, 96, 1e-3, 0.01
 TOLERANCE = 1e-5
@@ -101,22 +102,11 @@ def config(stage, world, offload, nvme):
 
 
 def reference(kind, data, world):
-    """Plain torch AdamW in this process on the whole batch, its gradient accumulated over the
-    ranks' micro-batches (each loss weighted 1/world); returns each step's loss per micro-batch
-    and the final parameters by name (tied names included, as state_dict lists them)."""
+    """Plain torch AdamW in this process on the whole batch (torch_reference.py); returns each
+    step's loss per micro-batch and the final parameters by name."""
     model, loss_of = build(kind)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
-    losses = []
-    for s in range(STEPS):
-        opt.zero_grad()
-        step = []
-        for piece in data[s].chunk(world):
-            loss = loss_of(model, piece)
-            (loss / world).backward()
-            step.append(loss.item())
-        opt.step()
-        losses.append(step)
-    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return train_whole_batch(model, opt, loss_of, data, world), state_of(model)
 
 
 def after_training(kind, engine, model, got, want_params, data, rank):
