@@ -70,6 +70,13 @@ std::string outOfRange(const nlohmann::json& v, Range range) {
   return detail::cat("value ", v.dump(), " is out of range: ", rangeText(range));
 }
 
+// A value above 2^63 - 1 for a key without an upper bound: "must be >= 1" alone would read as if
+// the value were too small, so the bound that applies is named.
+std::string tooLarge(const nlohmann::json& v, IntRange r) {
+  if (r.max != std::numeric_limits<std::int64_t>::max()) return outOfRange(v, r);
+  return detail::cat("value ", v.dump(), " is out of range: must be between ", r.min, " and ", r.max);
+}
+
 bool inRange(double v, RealRange r) { return (r.openMin ? v > r.min : v >= r.min) && v <= r.max; }
 
 }  // namespace
@@ -150,7 +157,7 @@ std::optional<std::int64_t> ConfigSection::readOptionalInt(const KeyNames& key, 
     if (v.is_number_unsigned()) {
       if (v.get<std::uint64_t>() >
           static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        fail(name, outOfRange(v, range));
+        fail(name, tooLarge(v, range));
       return checked(v.get<std::int64_t>());
     }
     if (v.is_number_integer()) return checked(v.get<std::int64_t>());
@@ -172,6 +179,7 @@ std::optional<std::int64_t> ConfigSection::readOptionalInt(const KeyNames& key, 
     if (d != std::floor(d))
       fail(name, "expected a whole number, got " + describeValue(v) +
                      " (this key counts things; it takes no fraction)");
+    if (d >= kInt64Limit) fail(name, tooLarge(v, range));
     if (d < -kInt64Limit || d >= kInt64Limit || d < static_cast<double>(range.min) ||
         d > static_cast<double>(range.max))
       fail(name, outOfRange(v, range));
