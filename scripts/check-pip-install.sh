@@ -39,4 +39,7 @@ mpi=(mpiexec -np 2 --oversubscribe --bind-to none)
 [ "$(id -u)" != 0 ] || mpi+=(--allow-run-as-root)
 echo "check-pip-install: engine_equivalence_test (2 ranks, every stage and offload) against the installed package"
 (cd /tmp && timeout 120 "${mpi[@]}" "$py" "$tests/engine_equivalence_test.py" > /dev/null)
+# The README's script imports zrt.compat.deepspeed: the installed package has its subpackages.
+echo "check-pip-install: the README's script (zrt.compat.deepspeed, 2 ranks) against the installed package"
+(cd /tmp && timeout 120 "${mpi[@]}" "$py" "$tests/readme_script_test.py" > /dev/null)
 echo "check-pip-install: ok"
