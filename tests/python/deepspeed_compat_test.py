@@ -1,6 +1,7 @@
 """zrt.compat.deepspeed on 2 ranks (mpirun -np 2): a training script written against DeepSpeed's
 API, in the shape of DeepSpeed's own examples (train_script below: deepspeed.initialize with
-param groups that exempt biases and norms from weight decay, zero.Init around the model,
+param groups that exempt biases and norms from weight decay, zero.Init around the model (each
+parameter built into a file of its own, checked in /proc/self/maps),
 zero.register_external_parameter for an LM head read in the top module, a parameter
 initialised on rank 0 under zero.GatheredParameters(modifier_rank=0), the loss all-reduced with
 deepspeed.comm for logging, a checkpoint with client state, a WarmupLR scheduler), run with
@@ -54,6 +55,18 @@ class LM(GPT2):
         return F.cross_entropy(logits.reshape(-1, VOCAB), idx.roll(-1, dims=1).reshape(-1))
 
 
+def mapped_from(t):
+    """The file the memory of tensor t is mapped from (/proc/self/maps), or ""."""
+    address = t.data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return ""
+
+
 def grouped_parameters(model):
     """No weight decay on biases and LayerNorm weights, as fine-tuning scripts group them."""
     decay, no_decay = [], []
@@ -79,6 +92,9 @@ def train_script(ds, dist_, config, data, ckpt, steps, resume=False):
     torch.manual_seed(0)
     with ds.zero.Init(config_dict_or_path=config):
         model = LM(ds)
+    in_memory = [n for n, p in model.named_parameters() if "zrt-init-" not in mapped_from(p)]
+    if in_memory:
+        fail(f"zero.Init: {len(in_memory)} parameters are not in files while built (first: {in_memory[0]})")
     engine, optimizer, _, scheduler = ds.initialize(model=model, model_parameters=grouped_parameters(model),
                                                     config=config)
     loaded = None
