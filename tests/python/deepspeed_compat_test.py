@@ -9,7 +9,8 @@ deepspeed.comm for logging, a checkpoint with client state, a WarmupLR scheduler
 step's all-reduced loss within 1e-5 of plain torch AdamW in one process with the same groups,
 schedule and initialisation. A resumed run (load_checkpoint) gets its client state back and
 continues with the same bits. save_16bit_model writes a file transformers' from_pretrained
-loads. A client torch AdamW with its own param groups and a LambdaLR
+loads. deepspeed.comm's all_gather, broadcast (into a non-contiguous tensor), all_reduce of bf16
+and of int32 with MAX, and get_local_rank give what each rank holds. A client torch AdamW with its own param groups and a LambdaLR
 client scheduler trains as torch does too. Each refusal is checked: a config without an
 optimizer, an optimizer ZRT cannot run, per-group betas, a trainable parameter in no group, a
 process group, and DeepSpeed names not offered (module, engine, zero)."""
@@ -248,6 +249,29 @@ def expect(what, error, fn, *words):
     expect_error(fail, what, error, fn, *words)
 
 
+def check_comm():
+    """deepspeed.comm's collectives on CPU tensors, in place, against what each rank holds."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if dist.get_local_rank() != int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")):
+        fail(f"get_local_rank() is {dist.get_local_rank()}")
+    gathered = [torch.zeros(3, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(gathered, torch.arange(3, dtype=torch.int64) + 10 * rank)
+    if any(not torch.equal(g, torch.arange(3) + 10 * r) for r, g in enumerate(gathered)):
+        fail(f"all_gather gave {gathered}")
+    sent = torch.full((2, 2), float(rank + 1)).t()  # not contiguous: written back in place
+    dist.broadcast(sent, src=world - 1)
+    if not torch.equal(sent, torch.full((2, 2), float(world))):
+        fail(f"broadcast from rank {world - 1} gave {sent}")
+    half = torch.tensor([rank + 0.5], dtype=torch.bfloat16)
+    dist.all_reduce(half)
+    most = torch.tensor([rank], dtype=torch.int32)
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    if half.item() != sum(r + 0.5 for r in range(world)) or most.item() != world - 1:
+        fail(f"all_reduce: bf16 sum {half.item()}, int32 max {most.item()}")
+    dist.barrier()
+    print(f"rank {rank}: comm's collectives checked", flush=True)
+
+
 def check_refusals():
     def model():
         torch.manual_seed(0)
@@ -293,6 +317,7 @@ def main():
         check_script(data, world, base)
         check_client_optimizer(data, world)
         check_engine_api(base)
+        check_comm()
         check_refusals()
     finally:
         dist.barrier()
