@@ -10,7 +10,8 @@ step's all-reduced loss within 1e-5 of plain torch AdamW in one process with the
 schedule and initialisation. A resumed run (load_checkpoint) gets its client state back and
 continues with the same bits. save_16bit_model writes a file transformers' from_pretrained
 loads. deepspeed.comm's all_gather, broadcast (into a non-contiguous tensor), all_reduce of bf16
-and of int32 with MAX, and get_local_rank give what each rank holds. A client torch AdamW with its own param groups and a LambdaLR
+and of int32 with MAX, and get_local_rank give what each rank holds. Writes inside a
+GatheredParameters block without modifier_rank are discarded (stages 0 and 3). A client torch AdamW with its own param groups and a LambdaLR
 client scheduler trains as torch does too. Each refusal is checked: a config without an
 optimizer, an optimizer ZRT cannot run, per-group betas, a trainable parameter in no group, a
 process group, and DeepSpeed names not offered (module, engine, zero)."""
@@ -249,6 +250,33 @@ def expect(what, error, fn, *words):
     expect_error(fail, what, error, fn, *words)
 
 
+def check_discarded_writes(data):
+    """GatheredParameters without modifier_rank: what the block wrote is gone afterwards (the
+    training matches a run without the block), at stages 0 and 3."""
+    for stage in (0, 3):
+        values = []
+        for scribble in (False, True):
+            torch.manual_seed(0)
+            model = LM(deepspeed)
+            config = ds_config(stage)
+            engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=grouped_parameters(model),
+                                                   config=config)
+            if scribble:
+                with deepspeed.zero.GatheredParameters([model.ln_f.weight, model.wte.weight]):
+                    with torch.no_grad():
+                        model.ln_f.weight.data.fill_(7.0)
+                        model.wte.weight.data.zero_()
+            for step in range(2):
+                engine.backward(engine(data[step].chunk(2)[dist.get_rank()]))
+                engine.step()
+            values.append(engine.fp32_state_dict())
+            engine.close()
+        changed = [k for k, v in values[0].items() if not torch.equal(v, values[1][k])]
+        if changed:
+            fail(f"stage {stage}: writes in a GatheredParameters block without modifier_rank changed {changed[:3]}")
+    print(f"rank {dist.get_rank()}: GatheredParameters without modifier_rank discards its writes", flush=True)
+
+
 def check_comm():
     """deepspeed.comm's collectives on CPU tensors, in place, against what each rank holds."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -318,6 +346,7 @@ def main():
         check_client_optimizer(data, world)
         check_engine_api(base)
         check_comm()
+        check_discarded_writes(data)
         check_refusals()
     finally:
         dist.barrier()
