@@ -54,6 +54,11 @@ Gpt2ActivationBytes gpt2ActivationBytes(const Gpt2Shape& shape, const Gpt2Option
 }
 
 struct Gpt2::Impl : ActivationBuffers {
+  // The team of every parallel region, whichever thread runs the kernels: the constructing
+  // thread's count (the rank's share of the cores, zrt-train's threads.h). A device's stream
+  // thread (the strict device runs the layers there) would otherwise take OpenMP's default, the
+  // whole machine, and split the rows, so sum them in another order, than the host run does.
+  const int team = omp_get_max_threads();
   // A module's gradients: where the kernels write (fp32) and where they go (the source's).
   struct Grads {
     std::vector<TensorRef> refs;
@@ -303,10 +308,10 @@ struct Gpt2::Impl : ActivationBuffers {
         const auto count = static_cast<std::int64_t>(r.numel);
         const bool bf16 = r.dtype == DType::BF16;
         if (widen) {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
+#pragma omp parallel for schedule(static) if (k::worthThreads(count)) num_threads(team)
           for (std::int64_t j = 0; j < count; ++j) f[j] = bf16 ? bf16ToFloat(bits[j]) : halfToFloat(bits[j]);
         } else {
-#pragma omp parallel for schedule(static) if (k::worthThreads(count))
+#pragma omp parallel for schedule(static) if (k::worthThreads(count)) num_threads(team)
           for (std::int64_t j = 0; j < count; ++j) bits[j] = bf16 ? floatToBf16(f[j]) : floatToHalf(f[j]);
         }
       }
@@ -393,8 +398,8 @@ struct Gpt2::Impl : ActivationBuffers {
   // whole sequences). One region per block, rather than one per kernel, saves the pool's
   // wake-ups, and each thread's rows stay in its cache from one kernel to the next.
   template <class F>
-  static void onTeam(bool parallel, const F& f) {
-#pragma omp parallel if (parallel)
+  void onTeam(bool parallel, const F& f) const {
+#pragma omp parallel if (parallel) num_threads(team)
     f();
   }
   // A block's largest product is n x 4C x C.
