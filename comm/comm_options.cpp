@@ -63,6 +63,19 @@ std::chrono::milliseconds secondsFromEnvironment(const char* name, double fallba
   return toMilliseconds(v ? positiveSeconds(name, v) : fallback);
 }
 
+std::chrono::milliseconds nonNegativeSecondsFromEnvironment(const char* name, double fallback) {
+  const char* v = env(name);
+  double s = fallback;
+  if (v) {
+    char* end = nullptr;
+    s = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(s >= 0))
+      ZRT_THROW(InvalidArgument, "environment ", name, "='", v,
+                "' is not 0 (off) or a positive number of seconds");
+  }
+  return s == 0 ? std::chrono::milliseconds(0) : toMilliseconds(s);
+}
+
 CommOptions CommOptions::fromEnvironment(double timeoutSeconds) {
   CommOptions o;
   if (!(timeoutSeconds > 0))
@@ -77,6 +90,8 @@ CommOptions CommOptions::fromEnvironment(double timeoutSeconds) {
   }
   if (const char* v = env("ZRT_COMM_TIMEOUT_S"))
     o.timeout = toMilliseconds(positiveSeconds("ZRT_COMM_TIMEOUT_S", v));
+  o.divergenceTimeout = nonNegativeSecondsFromEnvironment(
+      "ZRT_DIVERGENCE_TIMEOUT_S", static_cast<double>(o.divergenceTimeout.count()) / 1000.0);
   if (const char* v = env("ZRT_COMM_CHECK")) {
     const std::string s(v);
     if (s != "0" && s != "1")

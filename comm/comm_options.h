@@ -4,6 +4,8 @@
 //
 //   ZRT_COMM_PATH            auto | mpi | shm   which algorithm host collectives use
 //   ZRT_COMM_TIMEOUT_S       seconds before a collective that has not completed aborts the job
+//   ZRT_DIVERGENCE_TIMEOUT_S seconds a peer may spend in no ZRT call while another waits for it
+//                            (0: no divergence probe)
 //   ZRT_COMM_CHECK           0 | 1   cross-rank check of every operation's kind, type and sizes
 //   ZRT_COMM_SHM_BYTES       staging bytes per rank for the shared-memory path
 //   ZRT_COMM_SHM_MIN_BYTES   operations smaller than this take the MPI path under auto
@@ -35,6 +37,9 @@ bool defaultCheckConsistency();
 struct CommOptions {
   CommPath path = CommPath::Auto;
   std::chrono::milliseconds timeout{600'000};
+  // How long a peer may be in no ZRT call while an operation waits for it before the ranks count
+  // as diverged (comm/mpi/watchdog.h); 0 turns the divergence probe off.
+  std::chrono::milliseconds divergenceTimeout{6'000};
   // On by default in debug builds of ZRT, off in release builds (one small all-gather per op).
   bool checkConsistency = defaultCheckConsistency();
   std::size_t shmBytes = std::size_t{4} << 20;
@@ -64,5 +69,7 @@ struct CommOptions {
 // A positive number of seconds from environment variable `name` (as ZRT_COMM_TIMEOUT_S is
 // read), or `fallback` when it is unset; InvalidArgument naming the variable when malformed.
 std::chrono::milliseconds secondsFromEnvironment(const char* name, double fallback);
+// The same where 0 is allowed (it means off).
+std::chrono::milliseconds nonNegativeSecondsFromEnvironment(const char* name, double fallback);
 
 }  // namespace zrt::comm

@@ -44,4 +44,10 @@ void Communicator::useConfigTimeout(double seconds) {
     ZRT_INFO("comm timeout ", applied, " s from zrt.comm_timeout_s");
 }
 
+void Communicator::useConfigDivergenceTimeout(double seconds) {
+  if (!(seconds >= 0))
+    ZRT_THROW(InvalidArgument, "divergence timeout must be 0 (off) or positive, got ", seconds, " s");
+  setDivergenceTimeout(nonNegativeSecondsFromEnvironment("ZRT_DIVERGENCE_TIMEOUT_S", seconds));
+}
+
 }  // namespace zrt::comm

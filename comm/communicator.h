@@ -66,6 +66,14 @@ class Communicator {
   // the Engine does for the communicator it is given. Throws InvalidArgument when `seconds` is
   // not positive or the variable is malformed.
   void useConfigTimeout(double seconds);
+  // How long a peer may be in no ZRT call while an operation waits for it before the watchdog
+  // reports the ranks as diverged (comm/mpi/watchdog.h); 0: no divergence probe. The default,
+  // for backends without a watchdog: ignored.
+  virtual void setDivergenceTimeout(std::chrono::milliseconds bound) { (void)bound; }
+  // setDivergenceTimeout to a config's zrt.divergence_timeout_s, unless ZRT_DIVERGENCE_TIMEOUT_S
+  // is set (it overrides the config, as ZRT_COMM_TIMEOUT_S does). Throws InvalidArgument when
+  // `seconds` is negative or the variable is malformed.
+  void useConfigDivergenceTimeout(double seconds);
 
   // Runs `op` and waits for it (the blocking conveniences use it). A backend may run it on the
   // calling thread when nothing else is pending; the default posts and waits.

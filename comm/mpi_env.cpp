@@ -81,7 +81,7 @@ MpiEnvironment::~MpiEnvironment() {
     // MPI_Finalize would wait for the lost peer (and for the operation still blocked on the
     // abandoned progress thread): the process ends without it, and the launcher ends the job.
     // The engines that owned swap files were left alive (not torn down): their files go now.
-    logError(detail::cat("skipping MPI_Finalize: a peer was lost (", peerLossReport(), ")"));
+    logError(detail::cat("skipping MPI_Finalize: the peers were left behind (", peerLossReport(), ")"));
     runTerminationHooks(0);
     return;
   }

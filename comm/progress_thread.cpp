@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <map>
+
 #include "comm/caller_label.h"
 #include "core/error.h"
 #include "core/timing.h"
@@ -41,14 +43,38 @@ std::exception_ptr naming(std::exception_ptr error, WorkState& state) {
 
 }  // namespace
 
+namespace {
+std::mutex g_lanesMu;
+std::map<int, const ProgressThread*> g_lanes;
+int g_nextLane = 0;
+
+int registerLane(const ProgressThread* thread) {
+  std::lock_guard lock(g_lanesMu);
+  g_lanes[g_nextLane] = thread;
+  return g_nextLane++;
+}
+}  // namespace
+
+std::optional<std::uint64_t> ProgressThread::issuedOn(int lane) {
+  std::lock_guard lock(g_lanesMu);
+  const auto it = g_lanes.find(lane);
+  if (it == g_lanes.end()) return std::nullopt;
+  return it->second->snapshot().issued;
+}
+
 ProgressThread::ProgressThread(std::string name, Runner runner, CommStats& stats, bool inlineBlocking)
     : name_(std::move(name)),
+      lane_(registerLane(this)),
       runner_(std::move(runner)),
       stats_(stats),
       inlineBlocking_(inlineBlocking),
       thread_([this] { run(); }) {}
 
 ProgressThread::~ProgressThread() {
+  {
+    std::lock_guard lock(g_lanesMu);
+    g_lanes.erase(lane_);
+  }
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -69,6 +95,8 @@ std::shared_ptr<WorkState> ProgressThread::makeState(const Collective& op, std::
     return text + detail::cat("path ", path.empty() ? "-" : path, ")");
   });
   state->setCaller(CallerLabel::current());
+  state->setOrigin(lane_, seq);
+  if (onWaitTimeout_) state->setOnTimeout(onWaitTimeout_);
   return state;
 }
 
@@ -96,6 +124,7 @@ void ProgressThread::runBlocking(Collective op, std::string_view path) {
   auto state = makeState(op, seq, path);
   Item item{std::move(op), std::move(state), seq};
   markStarted(item);
+  const CallerLabel::Blocked blocked(lane_, seq);  // mu_ before the label's lock, as in makeState
   execute(item, lock);
   lock.unlock();
   Work(item.state).wait();

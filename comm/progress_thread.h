@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -54,6 +55,11 @@ class ProgressThread {
     std::chrono::steady_clock::time_point since{};
   };
   Snapshot snapshot() const;
+  // This progress thread's number in the process (0, 1, ... in order of construction): the same
+  // on every rank for communicators made collectively in the same order.
+  int lane() const { return lane_; }
+  // Operations posted on lane `lane` of this process; nullopt when no such lane is alive.
+  static std::optional<std::uint64_t> issuedOn(int lane);
   // The operation running now and how long it has run (nothing running: running = false).
   InFlight inFlight() const;
   // Fails the operation in flight and those queued behind it with `error` (their waits rethrow
@@ -63,6 +69,9 @@ class ProgressThread {
   // owner must not destroy this object (the thread still uses it): it leaks it.
   void abandon(std::exception_ptr error);
   bool abandoned() const;
+  // Set before the first enqueue: called when a wait on one of its operations times out (the
+  // Python package abandons the communicator then, as after a lost peer).
+  void setOnWaitTimeout(std::function<void(const std::string&)> hook) { onWaitTimeout_ = std::move(hook); }
   // Blocks until everything queued so far has run (the destructor of an owner calls it while the
   // watchdog still watches). No timeout of its own: each operation is under the watchdog's.
   void drain();
@@ -80,6 +89,7 @@ class ProgressThread {
   void markStarted(const Item& item);  // under mu_
 
   const std::string name_;
+  const int lane_;
   Runner runner_;
   CommStats& stats_;
   mutable std::mutex mu_;
@@ -89,6 +99,7 @@ class ProgressThread {
   bool stop_ = false;
   const bool inlineBlocking_;
   std::exception_ptr abandoned_;  // abandon()'s error
+  std::function<void(const std::string&)> onWaitTimeout_;
   Snapshot snap_;
   std::thread thread_;  // Last: starts once the members it uses exist.
 };

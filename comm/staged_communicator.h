@@ -42,6 +42,9 @@ class StagedCommunicator final : public Communicator {
   InFlight inFlight() const override;
   // The backend's: its watchdog guards the staged operations.
   void setTimeout(std::chrono::milliseconds timeout) override { backend_.setTimeout(timeout); }
+  void setDivergenceTimeout(std::chrono::milliseconds bound) override {
+    backend_.setDivergenceTimeout(bound);
+  }
 
  private:
   void runOp(const Collective& op);

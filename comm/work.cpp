@@ -1,8 +1,10 @@
 #include "comm/work.h"
 
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "comm/caller_label.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/timing.h"
@@ -64,8 +66,10 @@ void WorkState::wait(std::chrono::milliseconds timeout) {
       if (sleep < std::chrono::microseconds(200)) sleep *= 2;
       lock.lock();
     }
-  } else {
+  } else if (!done_) {
     // Host work: waits for the backend's thread to call finish().
+    std::optional<CallerLabel::Blocked> blocked;  // the label's lock nests inside mu_ only
+    if (lane_ >= 0) blocked.emplace(lane_, seq_);
     cv_.wait_until(lock, deadline, [&] { return done_; });
   }
   if (!done_) {
@@ -74,7 +78,12 @@ void WorkState::wait(std::chrono::milliseconds timeout) {
       description_ = describe_();
       describe_ = nullptr;
     }
-    ZRT_THROW(TimeoutError, description_, " not complete after waiting ", waited, " s");
+    const TimeoutError error(detail::cat(description_, " not complete after waiting ", waited, " s"));
+    if (onTimeout_) {
+      lock.unlock();
+      onTimeout_(error.what());
+    }
+    throw error;
   }
   if (error_) std::rethrow_exception(error_);
 }

@@ -48,6 +48,15 @@ class WorkState {
   // What the caller was doing when it posted the operation (caller_label.h), for hang reports;
   // nullptr when no label was set. Set once, before the state is shared.
   void setCaller(std::shared_ptr<const std::string> caller) { caller_ = std::move(caller); }
+  // Called (outside the state's lock) with the TimeoutError's text before wait() throws it: the
+  // backend gives up on the operation (comm/progress_thread.h). Set once, before sharing.
+  void setOnTimeout(std::function<void(const std::string&)> hook) { onTimeout_ = std::move(hook); }
+  // Which progress thread runs it, and its number there: a wait on it is published as the
+  // caller being blocked (CallerLabel::Blocked). Set once, before sharing.
+  void setOrigin(int lane, std::uint64_t seq) {
+    lane_ = lane;
+    seq_ = seq;
+  }
   const std::shared_ptr<const std::string>& caller() const { return caller_; }
 
  private:
@@ -56,6 +65,9 @@ class WorkState {
   std::string description_;
   std::function<std::string()> describe_;
   std::shared_ptr<const std::string> caller_;
+  std::function<void(const std::string&)> onTimeout_;
+  int lane_ = -1;
+  std::uint64_t seq_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

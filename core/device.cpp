@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <utility>
 
@@ -43,10 +44,19 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   return *this;
 }
 
+namespace {
+std::atomic<bool> g_keepFreed{false};
+}  // namespace
+
+void DeviceMemory::keepFreedMemory() { g_keepFreed = true; }
+
 void DeviceMemory::reset() {
   if (!device_) return;
-  if (place_ == MemPlace::Device) device_->rawFree(ptr_, bytes_);
-  else device_->rawFreePinned(ptr_, bytes_);
+  // After keepFreedMemory the process is ending and something may still view it: not freed.
+  if (!g_keepFreed) {
+    if (place_ == MemPlace::Device) device_->rawFree(ptr_, bytes_);
+    else device_->rawFreePinned(ptr_, bytes_);
+  }
   try {
     if (place_ == MemPlace::Device) device_->ledger().unreserve(bytes_);
     if (inUse_) device_->ledger().release(tag_, place_, bytes_);

@@ -73,6 +73,12 @@ class DeviceMemory {
   explicit operator bool() const { return ptr_ != nullptr; }
   void reset();
 
+  // From now on, memory given back is taken off the ledger but not returned to its device's
+  // allocator: the process is ending while something outside ZRT may still view the memory (the
+  // Python package's exit, when a tensor still holding a graph views a closed engine's
+  // parameters). The memory goes with the process. Irreversible; any thread.
+  static void keepFreedMemory();
+
  private:
   friend class Device;
   DeviceMemory(Device* device, void* ptr, std::size_t bytes, MemTag tag, MemPlace place,

@@ -84,6 +84,7 @@ void Engine::beginMicroStep() {
     ZRT_THROW(InvalidArgument, "engine: ", e.accumulation,
               " micro-steps (gradient_accumulation_steps) are done; call step() first");
   e.inMicro = true;
+  comm::CallerLabel::beginSpan();  // the caller's compute between its calls is part of the step
   std::fill(e.done.begin(), e.done.end(), 0);
   e.handedOut = -1;
   e.gradients->begin(e.micro, e.accumulation);
@@ -196,6 +197,7 @@ void Engine::endMicroStep() {
   if (!unreleased.empty()) e.misused(Impl::kUnreleased, unreleased);
   const auto t0 = Clock::now();
   e.inMicro = false;
+  comm::CallerLabel::endSpan();
   ++e.micro;
   e.gradients->end();
   // A parameter read from NVMe that failed on any rank fails the micro-step on every rank (the

@@ -289,7 +289,11 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, c
   // Before the first collective, so a rank that never arrives is reported after the config's
   // time, not the communicator's default; its lanes, duplicated below, inherit it.
   comm.useConfigTimeout(config.zrt.comm_timeout_s);
-  if (data) data->useConfigTimeout(config.zrt.comm_timeout_s);
+  comm.useConfigDivergenceTimeout(config.zrt.divergence_timeout_s);
+  if (data) {
+    data->useConfigTimeout(config.zrt.comm_timeout_s);
+    data->useConfigDivergenceTimeout(config.zrt.divergence_timeout_s);
+  }
   Impl& e = *impl_;
   e.validate();
   checkSameRegistration(comm, e.model);
@@ -304,6 +308,13 @@ Engine::Engine(const Config& config, Device& device, comm::Communicator& comm, c
   e.connect();
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (!impl_) return;  // moved from
+  // A peer that waits for this rank in a collective learns that it is closing (the ranks
+  // diverged) instead of waiting out the timeout.
+  const comm::CallerLabel label(impl_->callLabel("~Engine") + " (closing the engine)", comm::CallKind::Closing);
+  if (impl_->inMicro) comm::CallerLabel::endSpan();
+  impl_.reset();
+}
 
 }  // namespace zrt

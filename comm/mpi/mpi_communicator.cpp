@@ -94,8 +94,18 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
       progress_->abandon(std::make_exception_ptr(PeerError(report)));
     };
   }
+  // A wait that gave up (ZRT_WAIT_TIMEOUT_S before the watchdog's timeout) leaves its operation
+  // blocked for good, as a lost peer does: the teardown must not wait for it, or the process
+  // would outlive its TimeoutError until the watchdog ends the job. The communicator is
+  // abandoned the same way, and the process ends on the error without MPI_Finalize.
+  progress_->setOnWaitTimeout([this](const std::string& report) {
+    logError(detail::cat(report, "; abandoning this communicator (no collective teardown)"));
+    notePeerLoss(report);
+    progress_->abandon(std::make_exception_ptr(TimeoutError(report)));
+  });
   watchdog_ = std::make_unique<Watchdog>(opComm_.get(), *progress_, options_.timeout,
-                                         options_.onTimeout, std::move(onPeerLost));
+                                         options_.divergenceTimeout, options_.onTimeout,
+                                         std::move(onPeerLost));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -232,6 +242,11 @@ void MpiCommunicator::setTimeout(std::chrono::milliseconds timeout) {
   // options_ is the owner's (what duplicate() copies); the progress thread reads the watchdog's.
   options_.timeout = timeout;
   watchdog_->setTimeout(timeout);
+}
+
+void MpiCommunicator::setDivergenceTimeout(std::chrono::milliseconds bound) {
+  options_.divergenceTimeout = bound;
+  watchdog_->setDivergenceTimeout(bound);
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::duplicate() {

@@ -52,6 +52,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> duplicate() override;
   InFlight inFlight() const override;
   void setTimeout(std::chrono::milliseconds timeout) override;
+  void setDivergenceTimeout(std::chrono::milliseconds bound) override;
 
   // The path `op` takes: Mpi or Shm (never Auto); the same on every rank.
   CommPath pathFor(const Collective& op) const;

@@ -27,10 +27,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/caller_label.h"
 #include "comm/mpi/mpi_handles.h"
 #include "comm/mpi/peer_liveness.h"
 #include "comm/mpi/termination_report.h"
@@ -41,6 +43,7 @@ namespace zrt::comm {
 class Watchdog {
  public:
   Watchdog(MPI_Comm comm, const ProgressThread& progress, std::chrono::milliseconds timeout,
+           std::chrono::milliseconds divergenceTimeout,
            std::function<void(const std::string&)> onTimeout,
            std::function<void(const std::string&)> onPeerLost = {});
   ~Watchdog();
@@ -50,10 +53,43 @@ class Watchdog {
   // Any thread; the watchdog's thread sees it at its next poll.
   void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }
+  // How long a peer may be in no ZRT call while an operation here waits for it before the ranks
+  // count as diverged; 0 turns the divergence probe off (waits end at the timeout only).
+  void setDivergenceTimeout(std::chrono::milliseconds bound);
 
  private:
+  // What a peer's watchdog answers: its progress and what its process is doing.
+  struct PeerState {
+    std::uint64_t query = 0;  // the question's number, so a late answer to an earlier one is ignored
+    std::uint64_t issued = 0, started = 0, completed = 0, running = 0, kind = 0, bytes = 0;
+    std::uint64_t inCall = 0, callKind = 0, millis = 0;
+    // Its caller's blocking wait (CallerLabel::Blocked): lane + 1 (0: none), seq, milliseconds.
+    std::uint64_t blockedLane = 0, blockedSeq = 0, blockedMillis = 0;
+    char text[512] = {};
+  };
+  // What a peer's watchdog says as its communicator goes (sent once to each peer).
+  struct Farewell {
+    std::uint64_t issued = 0;
+    char text[512] = {};
+  };
+  PeerState ownState(std::uint64_t query) const;
+  // Asks every peer (answering their questions meanwhile, they may be asking too) and waits up
+  // to `wait` for the answers; unanswered peers are empty.
+  std::vector<std::optional<PeerState>> askPeers(std::chrono::milliseconds wait);
   // Asks every peer where it is and writes the report for `op` (what onTimeout receives).
   std::string diagnose(const ProgressThread::Snapshot& op);
+  // The divergence report for `op` from the peers' answers; empty when every peer may still come.
+  std::string divergence(const ProgressThread::Snapshot& op,
+                         const std::vector<std::optional<PeerState>>& peers);
+  void probe(const ProgressThread::Snapshot& op);
+  // Why `peer`, blocked in another communicator's operation that this rank has not posted,
+  // cannot come while this rank is blocked too; empty when it can.
+  // The same cycle must be seen by two probes in a row (a second apart), unchanged.
+  std::string waitsOnThisRank(int p, const PeerState& peer, const CallerLabel::Activity& mine);
+  // Hands a divergence report to the handler (and, when this rank noticed it, to the peers).
+  void diverged(const std::string& report, bool tellPeers);
+  void receiveNotices();
+  void sayFarewell();
   // Publishes `snap` for the signal-time report when it changed; checks for lost peers.
   void publishSnapshot(const ProgressThread::Snapshot& snap);
   void checkPeers(const ProgressThread::Snapshot& snap);
@@ -69,6 +105,9 @@ class Watchdog {
   const ProgressThread& progress_;
   // The owner may change it while the watchdog's thread reads it (setTimeout).
   std::atomic<std::chrono::milliseconds::rep> timeoutMs_;
+  std::atomic<std::chrono::milliseconds::rep> divergenceMs_;
+  std::mutex trackMu_;
+  bool tracking_ = false;  // counted in CallerLabel::trackActivity
   std::function<void(const std::string&)> onTimeout_;
   std::function<void(const std::string&)> onPeerLost_;
   std::unique_ptr<PeerLiveness> peers_;
@@ -84,12 +123,24 @@ class Watchdog {
 
   std::uint64_t queryIn_ = 0;
   MpiRequest query_;  // after queryIn_, its buffer: released first
+  std::uint64_t queries_ = 0;  // questions this watchdog asked
   struct Reply {
-    std::uint64_t data[6];
+    PeerState data;
     MpiRequest req;  // sends data; released before it
   };
   std::vector<std::unique_ptr<Reply>> sends_;
   std::uint64_t reportedSeq_ = 0;
+  // The divergence probe: the operation last probed and when; whether a report was handed on.
+  std::uint64_t probedSeq_ = 0;
+  std::chrono::steady_clock::time_point probedAt_{};
+  bool divergedReported_ = false;
+  std::vector<std::array<std::uint64_t, 4>> cycles_;  // per peer: the cycle the last probe saw
+  // Peers' farewells (their communicator went) and divergence notices, received at each poll.
+  Farewell farewellIn_;
+  MpiRequest farewell_;  // after its buffer
+  std::vector<std::optional<Farewell>> farewells_;
+  std::vector<char> noticeIn_;
+  MpiRequest notice_;  // after its buffer
 
   std::mutex mu_;
   std::condition_variable cv_;

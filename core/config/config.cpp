@@ -391,6 +391,7 @@ void readZrt(ConfigSection& root, ZrtConfig& z) {
   z.device = hostKind ? kind : device;
   z.host_device_memory = memory != 0 ? memory : capacity;
   z.comm_timeout_s = sec.readDouble("comm_timeout_s", z.comm_timeout_s, positive());
+  z.divergence_timeout_s = sec.readDouble("divergence_timeout_s", z.divergence_timeout_s, nonNegative());
   z.max_skipped_steps =
       static_cast<int>(sec.readInt("max_skipped_steps", z.max_skipped_steps, between(0, 1'000'000'000)));
   z.metrics_address = sec.readString("metrics_address", z.metrics_address);

@@ -121,6 +121,9 @@ struct ZrtConfig {
   std::string device = "host";  // "host", "host-strict" (capacity below), "cuda", "cuda:<n>"
   std::uint64_t host_device_memory = 0;  // 0: ZRT_HOST_DEVICE_MEMORY or the default
   double comm_timeout_s = 600.0;         // a collective not done by then reports and aborts
+  // A peer in no ZRT call for longer while a collective waits for it: the ranks diverged (the
+  // job ends, naming each rank's call); 0 turns the check off.
+  double divergence_timeout_s = 6.0;
   // fp32 and bf16 (no loss scale): optimizer steps in a row skipped for inf/NaN gradients after
   // which step() raises; 0: never.
   int max_skipped_steps = 10;

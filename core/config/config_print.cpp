@@ -162,6 +162,7 @@ nlohmann::json toJson(const Config& c) {
   j["zrt"] = {{"device", c.zrt.device},
               {"host_device_memory", c.zrt.host_device_memory},
               {"comm_timeout_s", c.zrt.comm_timeout_s},
+              {"divergence_timeout_s", c.zrt.divergence_timeout_s},
               {"max_skipped_steps", c.zrt.max_skipped_steps},
               {"metrics_address", c.zrt.metrics_address},
               {"metrics_port", c.zrt.metrics_port}};
@@ -268,7 +269,8 @@ std::string describe(const Config& c) {
       << onOff(a.overlap_events) << "\n";
   out << "  zrt         device " << deviceSpec(c);
   if (c.zrt.host_device_memory > 0) out << " (" << formatBytes(c.zrt.host_device_memory) << ")";
-  out << ", comm_timeout_s " << c.zrt.comm_timeout_s << ", max_skipped_steps " << c.zrt.max_skipped_steps;
+  out << ", comm_timeout_s " << c.zrt.comm_timeout_s << ", divergence_timeout_s "
+      << c.zrt.divergence_timeout_s << ", max_skipped_steps " << c.zrt.max_skipped_steps;
   if (c.zrt.metrics_port != 0) out << ", metrics " << c.zrt.metrics_address << ":" << c.zrt.metrics_port;
   out << "\n";
 

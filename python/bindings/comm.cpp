@@ -3,16 +3,24 @@
 // MPI_COMM_WORLD (its own, so a script's collective never matches an Engine's), any dtype MPI has
 // a type for. Each is nonblocking MPI polled until ZRT_WAIT_TIMEOUT_S (core/wait.h): a rank that
 // never joins makes the others raise zrt.errors.TimeoutError naming the collective, not hang.
+// While one waits, its rank counts as waiting outside the engines' communicators: an engine's
+// watchdog whose collective waits for this rank meanwhile reports the ranks as diverged
+// (comm/mpi/watchdog.h), and this wait then raises zrt.errors.PeerError with that report.
+// CallLabel: the package's own ZRT calls (engine.forward, engine.close at exit, ...), named in
+// those reports.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <mpi.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "comm/caller_label.h"
 #include "comm/mpi/mpi_handles.h"
+#include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
 #include "core/error.h"
 #include "core/wait.h"
@@ -29,8 +37,7 @@ comm::MpiCommHandle& packageComm() {
 }
 
 MPI_Comm comm() {
-  ensureMpi();
-  if (!packageComm()) packageComm() = comm::MpiCommHandle::dup(MPI_COMM_WORLD);
+  ensurePackageComm();
   return packageComm().get();
 }
 
@@ -69,6 +76,7 @@ int countOf(const py::array& a, const char* what) {
 // Waits for `request` without the GIL, at most the default wait timeout.
 void wait(MPI_Request& request, const std::string& what) {
   py::gil_scoped_release unlocked;
+  const comm::CallerLabel label("zrt.compat.deepspeed.comm." + what, comm::CallKind::WaitsElsewhere);
   const auto limit = defaultWaitTimeout();
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(5);
@@ -76,6 +84,8 @@ void wait(MPI_Request& request, const std::string& what) {
     int done = 0;
     ZRT_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    // The request stays behind: the peers it waits for will not come (the process is ending).
+    if (comm::peerLost()) ZRT_THROW(PeerError, what, " abandoned: ", comm::peerLossReport());
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > limit)
       ZRT_THROW(TimeoutError, what, " not complete after waiting ",
@@ -86,23 +96,55 @@ void wait(MPI_Request& request, const std::string& what) {
   }
 }
 
+// The package communicator's ranks are MPI_COMM_WORLD's: asking needs no collective.
 int rankOf() {
+  ensureMpi();
   int r = 0;
-  ZRT_CHECK_MPI(MPI_Comm_rank(comm(), &r));
+  ZRT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &r));
   return r;
 }
 
 int sizeOf() {
+  ensureMpi();
   int n = 0;
-  ZRT_CHECK_MPI(MPI_Comm_size(comm(), &n));
+  ZRT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &n));
   return n;
 }
 
 }  // namespace
 
+void ensurePackageComm() {
+  ensureMpi();
+  if (packageComm()) return;
+  // Collective: zrt.initialize makes it (every rank calls that), so that a collective called on
+  // some ranks only is not stuck in this duplication, which has no timeout, but in a wait.
+  const comm::CallerLabel label("zrt.compat.deepspeed.comm (creating its communicator)",
+                                comm::CallKind::WaitsElsewhere);
+  packageComm() = comm::MpiCommHandle::dup(MPI_COMM_WORLD);
+}
+
 void releasePackageComm() { packageComm().reset(); }
 
+// A ZRT call of the package's (a context manager): "engine.forward (step 3)", or a close.
+class CallLabelScope {
+ public:
+  CallLabelScope(std::string text, bool closing) : text_(std::move(text)), closing_(closing) {}
+  void enter() {
+    label_.emplace(text_, closing_ ? comm::CallKind::Closing : comm::CallKind::Call);
+  }
+  void exit() { label_.reset(); }
+
+ private:
+  std::string text_;
+  bool closing_;
+  std::optional<comm::CallerLabel> label_;
+};
+
 void bindComm(py::module_& m) {
+  py::class_<CallLabelScope>(m, "CallLabel")
+      .def(py::init<std::string, bool>(), py::arg("text"), py::arg("closing") = false)
+      .def("__enter__", [](CallLabelScope& s) { s.enter(); })
+      .def("__exit__", [](CallLabelScope& s, const py::args&) { s.exit(); });
   m.def("comm_rank", &rankOf, "This process's rank in MPI_COMM_WORLD (MPI initialised on first use).");
   m.def("comm_size", &sizeOf, "The number of ranks.");
   m.def("comm_barrier", [] {

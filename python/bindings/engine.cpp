@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/agreed_failure.h"
+#include "comm/caller_label.h"
 #include "comm/mpi/left_peers.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/peer_loss.h"
@@ -25,6 +26,7 @@
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memory_ledger.h"
 #include <nlohmann/json.hpp>
 #include "runtime/collective_failure.h"
@@ -46,6 +48,14 @@ std::unique_ptr<comm::MpiEnvironment>& mpiEnvironment() {
 int& liveEngines() {
   static int n = 0;
   return n;
+}
+
+class PyEngine;
+// The Python engines alive, in the order they were made (what the exit handler closes, the same
+// order on every rank).
+std::vector<PyEngine*>& engineRegistry() {
+  static std::vector<PyEngine*> all;
+  return all;
 }
 
 }  // namespace
@@ -221,7 +231,7 @@ class PyEngine {
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules,
            const std::vector<PyGroup>& groups)
-      : comm_((ensureMpi(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
+      : comm_((ensurePackageComm(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
     std::optional<LocalModel> local;
     std::exception_ptr failure;
     try {
@@ -258,8 +268,25 @@ class PyEngine {
     shared->open = false;
     std::vector<InitialValue>().swap(shared->values);
     ++liveEngines();
+    engineRegistry().push_back(this);
   }
-  ~PyEngine() { --liveEngines(); }
+  ~PyEngine() {
+    --liveEngines();
+    std::erase(engineRegistry(), this);
+  }
+
+  // At the program's exit, for an engine the Python side closed whose object a tensor still
+  // keeps (a graph holding views of its parameters): its communicator and Engine go now, as the
+  // close would have done, so that MPI can be finalised; the memory such tensors view stays
+  // (DeviceMemory::keepFreedMemory, called first) and goes with the process.
+  void closeAtExit() {
+    if (!engine_ && !comm_) return;
+    const comm::CallerLabel label("engine.close() at the program's exit (a tensor still views the engine)",
+                                  comm::CallKind::Closing);
+    engine_.reset();
+    comm_.reset();
+  }
+  bool holdsCommunicator() const { return comm_ != nullptr; }
 
   // A rank that dies makes the others raise rather than end (comm/mpi/peer_loss.h): the wait in
   // engine.backward or engine.step raises zrt.errors.PeerError naming the lost rank.
@@ -462,12 +489,22 @@ void bindEngine(py::module_& m) {
   m.def("finalize",
         [](bool failing) {
           if (failing) comm::leavePeers("the program is ending on an unhandled exception");
-          if (liveEngines() > 0) {
-            // Finalising under a live communicator would crash its progress thread; leaving
-            // MPI initialised only draws Open MPI's complaint at exit.
-            std::fprintf(stderr, "zrt: %d engine(s) still referenced at exit (a tensor viewing its memory?); "
-                         "MPI is not finalised\n", liveEngines());
-            return;
+          // Engines still referenced (by tensors viewing their memory) are closed here, in the
+          // order they were made, with their memory kept: finalising under a live communicator
+          // would crash its progress thread. After a peer loss nothing is torn down (the
+          // engines may be blocked in the lost peer's operation) and MPI_Finalize is skipped.
+          if (!comm::peerLost()) {
+            bool kept = false;
+            for (PyEngine* e : std::vector<PyEngine*>(engineRegistry())) {
+              if (!e->holdsCommunicator()) continue;
+              if (!kept) {
+                DeviceMemory::keepFreedMemory();
+                ZRT_INFO("closing the engine(s) that tensors still reference at exit; their memory stays");
+              }
+              kept = true;
+              if (failing) e->abandon();
+              else e->closeAtExit();
+            }
           }
           releasePackageComm();
           mpiEnvironment().reset();

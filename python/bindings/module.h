@@ -15,5 +15,7 @@ void bindComm(pybind11::module_& m);
 void ensureMpi();
 // Frees the communicator the package's collectives use (comm.cpp), before MPI_Finalize.
 void releasePackageComm();
+// Makes that communicator (collective: zrt.initialize calls it on every rank).
+void ensurePackageComm();
 
 }  // namespace zrt::python

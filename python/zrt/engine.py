@@ -197,6 +197,7 @@ class Engine:
         self._in_micro = False
         self._failed = None  # why an earlier backward left the engine unusable
         self._micro = 0
+        self._steps = 0  # optimizer steps taken through step(), for the call labels
         self._pending = {}  # module index -> {param index: grad}
         self._reported = set()
         self._grads_to_drop = []
@@ -603,6 +604,11 @@ class Engine:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(module, name)
 
+    def _call(self, what, closing=False):
+        # What this rank is doing, for a peer whose collective waits for it: the watchdog names
+        # each rank's call when the ranks diverge (comm/caller_label.h).
+        return _zrt.CallLabel(f"engine.{what} (step {self._steps + 1})", closing)
+
     def _check_usable(self, what):
         if self._engine is None:
             raise _closed(what)
@@ -613,6 +619,10 @@ class Engine:
 
     def forward(self, *args, **kwargs):
         self._check_usable("forward")
+        with self._call("forward()"):
+            return self._forward(*args, **kwargs)
+
+    def _forward(self, *args, **kwargs):
         if self.stage == 3 and self._frames:
             self._release_all()  # a direct model call cut short before
         if self.module.training and torch.is_grad_enabled() and not self._in_micro:
@@ -662,6 +672,10 @@ class Engine:
         if not self._in_micro:
             raise _zrt_error("InvalidArgument", "engine.backward: no forward in training mode came first "
                              "(call engine(inputs) with model.train() and gradients enabled)")
+        with self._call("backward()"):
+            return self._backward(loss)
+
+    def _backward(self, loss):
         try:
             (loss.float() * self._engine.gradient_seed()).backward()
             # Modules whose parameters got no gradient this micro-step report zeros.
@@ -695,7 +709,9 @@ class Engine:
         if self._micro == 0 or not self.is_gradient_accumulation_boundary():
             return None
         self._micro = 0
-        self.last_report = self._engine.step()
+        with self._call("step()"):
+            self.last_report = self._engine.step()
+        self._steps += 1
         return self.last_report
 
     @property
@@ -715,7 +731,8 @@ class Engine:
         if tag is None:
             tag = f"global_step{int(self.last_report['step']) if hasattr(self, 'last_report') else 0}"
         metadata = {"tied": self._ties()} if self._ties() else {}
-        self._engine.save(os.fspath(save_dir), str(tag), json.dumps(metadata))
+        with self._call("save_checkpoint()"):
+            self._engine.save(os.fspath(save_dir), str(tag), json.dumps(metadata))
         return True
 
     def _ties(self):
@@ -735,7 +752,8 @@ class Engine:
         """Resumes from <load_dir>/<tag> (None: the tag <load_dir>/latest names). Collective.
         Returns (path, {}) as DeepSpeed's (no client state)."""
         self._check_usable("load_checkpoint")
-        self._engine.load(os.fspath(load_dir), "" if tag is None else str(tag))
+        with self._call("load_checkpoint()"):
+            self._engine.load(os.fspath(load_dir), "" if tag is None else str(tag))
         if self.stage != 3:
             for i in range(len(self._mods)):
                 self._bind_views(i)
@@ -746,7 +764,8 @@ class Engine:
         safetensors file whose names are "<module>.<param>", the model's own (zrt-ckpt export
         writes one); the optimizer state is kept. Collective."""
         self._check_usable("load_weights")
-        self._engine.load_weights(os.fspath(path))
+        with self._call("load_weights()"):
+            self._engine.load_weights(os.fspath(path))
         if self.stage != 3:
             for i in range(len(self._mods)):
                 self._bind_views(i)
@@ -758,18 +777,23 @@ class Engine:
         to that dtype). Collective at stage 3."""
         self._check_usable("fp32_state_dict")
         values = {}
-        for i, (name, _, own) in enumerate(self._mods):
-            for k, (pname, p) in enumerate(own):
-                values[id(p)] = torch.from_numpy(self._engine.parameter_values(i, k)).view(self._shapes(i)[k])
+        with self._call("fp32_state_dict()"):
+            for i, (name, _, own) in enumerate(self._mods):
+                for k, (pname, p) in enumerate(own):
+                    values[id(p)] = torch.from_numpy(self._engine.parameter_values(i, k)).view(self._shapes(i)[k])
         return {qual: values[id(p)] for qual, p in self._entries if id(p) in values}
 
-    def close(self):
+    def close(self, at_exit=False):
         """Frees the Engine (and its files) and takes its hooks off the model. Stages 0-2: the
         parameters keep their values (a copy of their own). Stage 3: the model keeps no values
         (take them first with fp32_state_dict() or model.state_dict()); a read of a parameter
         after it raises saying so. Called at exit for engines still alive."""
         if self._engine is None:
             return
+        with self._call("close() at the program's exit" if at_exit else "close()", closing=True):
+            self._close()
+
+    def _close(self):
         self._detach_from_model()
         if self.stage != 3:  # the parameters view the Engine's memory: give them their own
             for _, _, own in self._mods:
@@ -859,7 +883,7 @@ def _finalize():
             # printed, and the launcher and the peers' watchdogs end the job.
             e._abandon()
         else:
-            e.close()
+            e.close(at_exit=True)
     import gc
     gc.collect()  # an Engine in a reference cycle (hooks refer to it) goes before MPI does
     # Failing with no engine left to abandon, the peers may still wait for this rank (in the

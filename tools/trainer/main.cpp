@@ -181,6 +181,7 @@ void setUp(Run& run) {
     // The communicator was made before the config could be read (its size is the config's
     // world), so the config's timeout reaches it only now; ZRT_COMM_TIMEOUT_S still wins.
     run.comm->useConfigTimeout(run.config.zrt.comm_timeout_s);
+    run.comm->useConfigDivergenceTimeout(run.config.zrt.divergence_timeout_s);
     fillSchedulerLength(run.config, o.steps);
     run.shape = Gpt2Shape{o.layers, o.hidden, o.heads, o.seqLen, 256};
     validate(run.shape);

@@ -1,0 +1,44 @@
+"""Ranks of a C++ Engine job that diverge end the job within 15 s, the report naming each rank's
+ZRT call (comm/mpi/watchdog.h's divergence probe, default handlers: MPI_Abort).
+Usage: divergence_test.py PROBE MPIEXEC [FLAGS...]; runs divergence_probe (2 ranks) once per mode."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+probe, launcher = sys.argv[1], sys.argv[2:]
+EXPECT = {
+    # rank 0 saves alone; rank 1 trains on: each blocked on an operation the other never posts
+    "save": [r"rank 0 waits in Engine::save\(\), step 4", r"rank 1 waits in Engine::(parameters|beginMicroStep)"],
+    # rank 1 left after 3 steps: its Engine closed, or its communicator said farewell
+    "fewer": [r"rank 0 waits in .*step 4",
+              r"rank 1 (is closing: .*Engine::~Engine\(\)|has closed this communicator)"],
+    "idle": [r"rank 0 waits in .*step 4", r"rank 1 has been in no ZRT call for [0-9.]+ s \(the last: Engine::step\(\), step 3\)"],
+}
+failed = []
+for mode, patterns in EXPECT.items():
+    with tempfile.TemporaryDirectory() as d:
+        cmd = launcher[:1] + ["-np", "2"] + launcher[1:] + [probe, mode, d]
+        start = time.monotonic()
+        try:
+            job = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                                 env=dict(os.environ, ZRT_COMM_TIMEOUT_S="600"))
+            out, code = job.stdout, job.returncode
+        except subprocess.TimeoutExpired as e:
+            out, code = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), None
+        took = time.monotonic() - start
+    print(f"== {mode}: exit {code} after {took:.1f} s\n{out}")
+    if code is None or took > 15:
+        failed.append(f"{mode}: the job took {took:.1f} s (limit 15 s)")
+    if code == 0:
+        failed.append(f"{mode}: the job exited 0")
+    if "ranks diverged" not in out:
+        failed.append(f"{mode}: no 'ranks diverged' report")
+    for p in patterns:
+        if not re.search(p, out):
+            failed.append(f"{mode}: the report lacks /{p}/")
+if failed:
+    sys.exit("FAIL:\n  " + "\n  ".join(failed))
+print("divergence_test: every mode ended within 15 s naming both ranks' calls")
