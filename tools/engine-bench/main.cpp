@@ -16,6 +16,9 @@
 // buffers ("3 p-nvme"), and through 1 ("3 p-nvme b1": each read starts only when its gather is
 // due); "read wait" is the time fetches waited for NVMe reads. --passes N makes the synthetic
 // forward read each parameter N times (more compute for the reads to hide behind).
+// --divergence-cost adds, per row, the step with the ranks' divergence check off
+// (zrt.divergence_timeout_s 0: no call bookkeeping, no probe) beside the step with it on (the
+// default), each the best of three alternating runs, and the check's cost in percent.
 //   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2,3
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -55,6 +58,7 @@ struct Options {
   std::string bucket = "5e7";
   std::string paramNvme;  // a directory: the stage-3 parameter-offload rows
   int passes = 1;
+  bool divergenceCost = false;
 };
 
 // One row: a stage, with or without the trace's prefetch, and where the parameters live.
@@ -138,7 +142,7 @@ std::uint64_t peakOverRanks(const zrt::MemoryLedger& ledger, MemTag tag, MPI_Com
   return most;
 }
 
-std::string configFor(const Options& o, const Run& run, int world) {
+std::string configFor(const Options& o, const Run& run, int world, bool divergenceCheck = true) {
   const int stage = run.stage;
   const bool prefetch = run.prefetch;
   std::string precision;
@@ -150,7 +154,7 @@ std::string configFor(const Options& o, const Run& run, int world) {
                           o.bucket, R"(", "allgather_bucket_size": ")", o.bucket,
                           R"(", "overlap_comm": true, "stage3_max_live_parameters": ")", o.maxLive,
                           R"(", "stage3_prefetch_bucket_size": )", prefetch ? "50000000" : "0", run.offload,
-                          "}}");
+                          "}", divergenceCheck ? "" : R"(, "zrt": {"divergence_timeout_s": 0})", "}");
 }
 
 }  // namespace
@@ -169,6 +173,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket", o.bucket, "reduce and all-gather bucket size, elements");
   app.add_option("--param-nvme", o.paramNvme, "directory: also run stage 3 with the parameters on NVMe");
   app.add_option("--passes", o.passes, "reads of each parameter in the synthetic forward")->check(CLI::Range(1, 1000));
+  app.add_flag("--divergence-cost", o.divergenceCost,
+               "also time each row with the ranks' divergence check off, and print its cost");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -207,6 +213,11 @@ int main(int argc, char** argv) {
       runs.push_back({stage, true, nvme(5), "3 p-nvme"});
       runs.push_back({stage, true, nvme(1), "3 p-nvme b1"});
     }
+    struct CostRow {
+      std::string label;
+      double on, off;  // step seconds with the divergence check on and off
+    };
+    std::vector<CostRow> costRows;
     for (const Run& run : runs) {
       const zrt::Config config = zrt::parseConfig(configFor(o, run, world), "engine-bench", world);
       Timing real, silent;
@@ -226,6 +237,19 @@ int main(int argc, char** argv) {
         zrt::Engine engine(config, *device, none, benchModel(total, o.modules));
         silent = runSteps(engine, o.steps, o.passes, MPI_COMM_WORLD);
       }
+      if (o.divergenceCost) {
+        // Alternating engines, check on and off, so that drift on a noisy machine falls on both.
+        const zrt::Config off = zrt::parseConfig(configFor(o, run, world, false), "engine-bench", world);
+        double best[2] = {real.step, 1e30};
+        for (int round = 0; round < 5; ++round) {
+          const bool on = round % 2 == 1;
+          zrt::MemoryLedger ledger;
+          auto device = zrt::makeDevice(o.device, ledger);
+          zrt::Engine engine(on ? config : off, *device, comm, benchModel(total, o.modules));
+          best[on ? 0 : 1] = std::min(best[on ? 0 : 1], runSteps(engine, o.steps, o.passes, MPI_COMM_WORLD).step);
+        }
+        costRows.push_back({run.label, best[0], best[1]});
+      }
       if (rank == 0) {
         std::printf("%-12s %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %9lld %9.3f %9lld | %10s %10s %10s %10s %10s %10s\n",
                     run.label.c_str(), real.step, silent.step, std::max(0.0, real.step - silent.step),
@@ -236,6 +260,14 @@ int main(int argc, char** argv) {
                     zrt::formatBytes(peaks[4]).c_str(), zrt::formatBytes(peaks[5]).c_str());
         std::fflush(stdout);
       }
+    }
+    if (rank == 0 && !costRows.empty()) {
+      std::printf("\nthe ranks' divergence check (zrt.divergence_timeout_s), best of %d steps in 3 runs each:\n",
+                  o.steps);
+      std::printf("%-12s %11s %11s %9s\n", "stage", "on: step s", "off: step s", "cost %");
+      for (const CostRow& row : costRows)
+        std::printf("%-12s %11.4f %11.4f %+9.2f\n", row.label.c_str(), row.on, row.off,
+                    100.0 * (row.on / row.off - 1.0));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-engine-bench: %s\n", e.what());
