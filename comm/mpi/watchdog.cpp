@@ -126,6 +126,12 @@ void Watchdog::run() {
       const ProgressThread::Snapshot snap = progress_.snapshot();
       publishSnapshot(snap);
       checkPeers(snap);
+      if (onPeerLost_ && snap.running && !divergedReported_ && !peerLostReported_ && peerLost()) {
+        // Another communicator of this process lost a peer or found the ranks diverged: this
+        // one's wait will not complete either (the gather lane's, beside a step's collective).
+        divergedReported_ = true;
+        onPeerLost_(peerLossReport());
+      }
       probe(snap);
       const std::chrono::milliseconds limit = timeout();
       if (snap.running && snap.started != reportedSeq_ &&
@@ -394,6 +400,9 @@ std::string Watchdog::divergence(const ProgressThread::Snapshot& op,
   const double bound = static_cast<double>(divergenceMs_.load()) / 1000.0;
   const CallerLabel::Activity mine = CallerLabel::activity();
   const bool closingHere = mine.inCall && mine.kind == CallKind::Closing;
+  // What a peer is doing matters only while this rank's caller waits: an operation in flight
+  // behind a caller that computes on (a prefetch) may still meet a peer that is elsewhere now.
+  const bool stuckHere = mine.blockedLane >= 0;
   auto call = [](const std::string& text) { return text.empty() ? std::string("no ZRT call") : text; };
   std::string lines = detail::cat("\n  rank ", rank_, " waits in ", call(mine.text), " (",
                                   op.work->description(), ", ", fmt1(secondsSince(op.since)), " s)");
@@ -422,18 +431,18 @@ std::string Watchdog::divergence(const ProgressThread::Snapshot& op,
                            " of ", r.bytes, " bytes as #", seq, ": a different collective)");
       } else if (r.issued >= seq) {
         line = detail::cat("rank ", p, " is in ", text, " and has posted #", seq);
-      } else if (r.inCall && kind == CallKind::Closing && !closingHere) {
+      } else if (stuckHere && r.inCall && kind == CallKind::Closing && !closingHere) {
         diverged = true;
         line = detail::cat("rank ", p, " is closing: ", text, " (", r.issued,
                            " operation(s) posted on this communicator)");
-      } else if (r.inCall && kind == CallKind::WaitsElsewhere && seconds >= 1.0) {
+      } else if (stuckHere && r.inCall && kind == CallKind::WaitsElsewhere && seconds >= 1.0) {
         diverged = true;
         line = detail::cat("rank ", p, " waits in ", text, " for ", fmt1(seconds),
                            " s, a collective outside this communicator");
       } else if (const std::string cycle = waitsOnThisRank(p, r, mine); !cycle.empty()) {
         diverged = true;
         line = detail::cat("rank ", p, " waits in ", text, cycle);
-      } else if (!r.inCall && r.text[0] && seconds > bound) {  // a process without labels: unknown
+      } else if (stuckHere && !r.inCall && r.text[0] && seconds > bound) {  // no labels: unknown
         diverged = true;
         line = detail::cat("rank ", p, " has been in no ZRT call for ", fmt1(seconds),
                            " s (the last: ", text, "), more than zrt.divergence_timeout_s (",
