@@ -37,7 +37,7 @@ unknown = set(chosen) - set(CASES)
 if unknown:
     sys.exit(f"divergence_test.py: no case {sorted(unknown)}; the cases: {', '.join(CASES)}")
 for mode, patterns in ((m, CASES[m]) for m in chosen):
-    extra = {"ZRT_DIVERGENCE_TIMEOUT_S": "0", "ZRT_WAIT_TIMEOUT_S": "4"} if mode == "timeout" else {}
+    extra = {"ZRT_DIVERGENCE_TIMEOUT_S": "0", "ZRT_WAIT_TIMEOUT_S": "2"} if mode == "timeout" else {}
     cmd = launcher[:1] + ["-np", "2"] + launcher[1:] + [sys.executable, os.path.join(here, "divergence_probe.py"), mode]
     start = time.monotonic()
     try:

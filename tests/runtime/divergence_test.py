@@ -15,8 +15,12 @@ EXPECT = {
     # rank 1 left after 3 steps: its Engine closed, or its communicator said farewell
     "fewer": [r"rank 0 waits in .*step 4",
               r"rank 1 (is closing: .*Engine::~Engine\(\)|has closed this communicator)"],
-    "idle": [r"rank 0 waits in .*step 4", r"rank 1 has been in no ZRT call for [0-9.]+ s \(the last: Engine::step\(\), step 3\)"],
+    "idle": [r"rank 0 waits in .*step 4", r"rank 1 has been in no ZRT call for [0-9.]+ s \(the last: Engine::step\(\), step 3\)",
+             r"more than zrt.divergence_timeout_s \(2.0 s\)"],
 }
+# The idle case with a bound of 2 s (ZRT_DIVERGENCE_TIMEOUT_S, as a config's key would set it)
+# instead of the default 6: the same rule, 4 s sooner.
+ENV = {"idle": {"ZRT_DIVERGENCE_TIMEOUT_S": "2"}}
 failed = []
 for mode, patterns in EXPECT.items():
     with tempfile.TemporaryDirectory() as d:
@@ -24,7 +28,7 @@ for mode, patterns in EXPECT.items():
         start = time.monotonic()
         try:
             job = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
-                                 env=dict(os.environ, ZRT_COMM_TIMEOUT_S="600"))
+                                 env=dict(os.environ, ZRT_COMM_TIMEOUT_S="600", **ENV.get(mode, {})))
             out, code = job.stdout, job.returncode
         except subprocess.TimeoutExpired as e:
             out, code = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), None
