@@ -1,6 +1,7 @@
 // divergence_probe MODE DIR: trains a small model through the Engine at ZeRO stage 3 on 2 ranks
 // until the ranks diverge as scripts make them diverge, with the default handlers (the job ends
-// through MPI_Abort, naming each rank's call); divergence_test.py times the job and reads it.
+// through MPI_Abort, naming each rank's call); the rank that leaves the common path prints "rank R
+// diverges: ...", and divergence_test.py times the job's end from there and reads the report.
 //   save:  after step 3, rank 0 alone saves a checkpoint (the "save on rank 0" habit); rank 1
 //          trains on and then leaves (its Engine closes).
 //   fewer: rank 1 has one batch fewer: it leaves after 3 steps, rank 0 starts a fourth.
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     const int steps = mode == "fewer" && me == 1 ? 3 : mode == "save" ? 3 : 6;
     for (int step = 0; step < steps; ++step) {
       if (mode == "idle" && me == 1 && step == 3) {
-        std::printf("rank 1 leaves ZRT for a minute\n");
+        std::printf("rank 1 diverges: leaves ZRT for a minute\n");
         std::fflush(stdout);
         std::this_thread::sleep_for(std::chrono::seconds(60));
       }
@@ -71,9 +72,15 @@ int main(int argc, char** argv) {
     std::printf("rank %d trained %d steps\n", me, steps);
     std::fflush(stdout);
     if (mode == "save") {
-      if (me == 0) engine.save(dir, "rank0_only");
-      else trainStep(engine);
+      if (me == 0) {
+        std::printf("rank 0 diverges: saves alone\n");
+        std::fflush(stdout);
+        engine.save(dir, "rank0_only");
+      } else {
+        trainStep(engine);
+      }
     }
+    if (mode == "fewer" && me == 1) std::printf("rank 1 diverges: its data ended\n");
     std::printf("rank %d leaves\n", me);
     std::fflush(stdout);
   } catch (const std::exception& e) {
