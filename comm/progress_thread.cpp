@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <map>
 
 #include "comm/caller_label.h"
@@ -56,21 +55,6 @@ int registerLane(const ProgressThread* thread) {
 }
 }  // namespace
 
-int ProgressThread::freeLane() {
-  std::lock_guard lock(g_lanesMu);
-  return g_nextLane;
-}
-
-void ProgressThread::renumber(int lane) {
-  std::lock_guard lock(g_lanesMu);
-  if (lane < g_nextLane && lane != lane_.load())
-    ZRT_THROW(InvalidArgument, "progress thread ", name_, ": lane ", lane, " is taken in this process");
-  g_lanes.erase(lane_.load());
-  g_lanes[lane] = this;
-  lane_.store(lane);
-  g_nextLane = std::max(g_nextLane, lane + 1);
-}
-
 std::optional<std::uint64_t> ProgressThread::issuedOn(int lane) {
   std::lock_guard lock(g_lanesMu);
   const auto it = g_lanes.find(lane);
@@ -89,7 +73,7 @@ ProgressThread::ProgressThread(std::string name, Runner runner, CommStats& stats
 ProgressThread::~ProgressThread() {
   {
     std::lock_guard lock(g_lanesMu);
-    g_lanes.erase(lane_.load());
+    g_lanes.erase(lane_);
   }
   {
     std::lock_guard lock(mu_);
@@ -111,7 +95,7 @@ std::shared_ptr<WorkState> ProgressThread::makeState(const Collective& op, std::
     return text + detail::cat("path ", path.empty() ? "-" : path, ")");
   });
   state->setCaller(CallerLabel::current());
-  state->setOrigin(lane_.load(), seq);
+  state->setOrigin(lane_, seq);
   if (onWaitTimeout_) state->setOnTimeout(onWaitTimeout_);
   return state;
 }
@@ -140,7 +124,7 @@ void ProgressThread::runBlocking(Collective op, std::string_view path) {
   auto state = makeState(op, seq, path);
   Item item{std::move(op), std::move(state), seq};
   markStarted(item);
-  const CallerLabel::Blocked blocked(lane_.load(), seq);  // mu_ before the label's lock, as in makeState
+  const CallerLabel::Blocked blocked(lane_, seq);  // mu_ before the label's lock, as in makeState
   execute(item, lock);
   lock.unlock();
   Work(item.state).wait();

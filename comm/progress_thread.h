@@ -55,14 +55,9 @@ class ProgressThread {
     std::chrono::steady_clock::time_point since{};
   };
   Snapshot snapshot() const;
-  // This progress thread's number in the process, unique in it: a local one from construction,
-  // or one the ranks agreed on (renumber, which the MPI backend calls collectively), so that a
-  // rank names a peer's lane by the peer's number.
-  int lane() const { return lane_.load(); }
-  // A number no lane of this process has, nor will have unless given it here: the ranks take
-  // the largest of theirs and renumber to it.
-  static int freeLane();
-  void renumber(int lane);
+  // This progress thread's number in the process (0, 1, ... in order of construction): the same
+  // on every rank for communicators made collectively in the same order.
+  int lane() const { return lane_; }
   // Operations posted on lane `lane` of this process; nullopt when no such lane is alive.
   static std::optional<std::uint64_t> issuedOn(int lane);
   // The operation running now and how long it has run (nothing running: running = false).
@@ -94,7 +89,7 @@ class ProgressThread {
   void markStarted(const Item& item);  // under mu_
 
   const std::string name_;
-  std::atomic<int> lane_;
+  const int lane_;
   Runner runner_;
   CommStats& stats_;
   mutable std::mutex mu_;

@@ -84,13 +84,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   progress_ = std::make_unique<ProgressThread>(
       "zrt-comm", [this](const Collective& op, std::uint64_t seq) { runOp(op, seq); }, stats_,
       !raise);
-  {
-    // Every rank numbers this communicator's lane alike (the divergence probe names a peer's
-    // lane by number): the largest free number over the ranks, free on each.
-    int lane = ProgressThread::freeLane();
-    ZRT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &lane, 1, MPI_INT, MPI_MAX, opComm_.get()));
-    progress_->renumber(lane);
-  }
   auto onPeerLost = options_.onPeerLost;
   if (raise) {
     // Called on the watchdog's thread, once per communicator (each lane's watchdog fails its
