@@ -9,6 +9,8 @@
 
 #include <mpi.h>
 
+#include <utility>
+
 #include <chrono>
 
 namespace zrt::comm {
@@ -31,6 +33,8 @@ class MpiCommHandle {
   MPI_Comm get() const { return comm_; }
   explicit operator bool() const { return comm_ != MPI_COMM_NULL; }
   void reset() noexcept;
+  // Gives the communicator up without freeing it (it lives until MPI_Finalize).
+  MPI_Comm release() noexcept { return std::exchange(comm_, MPI_COMM_NULL); }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -102,6 +102,11 @@ Watchdog::~Watchdog() {
   farewell_.reset();
   notice_.reset();
   sends_.clear();
+  // Not freed: a peer may still send here (its farewell, a question, a divergence notice) after
+  // this rank is done, and Open MPI hands a freed communicator's context id to a later one,
+  // whose matching such a stray message derails (hangs, and crashes in mca_pml_ob1_add_comm,
+  // under ASan). Kept, it only queues them; MPI_Finalize frees it.
+  (void)ctl_.release();
 }
 
 void Watchdog::setDivergenceTimeout(std::chrono::milliseconds bound) {
