@@ -4,6 +4,11 @@
 #   zrt_add_mpi_test(NAME n SOURCES ... [LIBS ...] [RANKS 1 2 4] [TIMEOUT s] [LABELS ...])
 #     A doctest program linked with the MPI test main (tests/support), registered once per rank
 #     count as n_np<R> and started with mpirun; root and oversubscribe flags are added here.
+#   SANITIZE_SHARDS f1 f2 ... (either): under ZRT_SANITIZE the program is registered as several
+#     tests, n_shard<k> (n_np<R>_shard<k>), shard k running the test cases that match doctest
+#     filter f<k> (--test-case= syntax: wildcards, commas between patterns) and none of the
+#     earlier shards', and one last shard all the rest: every test case runs in exactly one shard,
+#     a case added later in the last. Other builds register the program whole.
 # With ZRT_TSAN only the programs in ZRT_TSAN_PROGRAMS (tests/CMakeLists.txt) are registered.
 # No test may take over ZRT_TEST_TIMEOUT_MAX (120 s) in any build, the sanitized ones included
 # (CI's budget, scripts/run-tests.sh): TIMEOUT defaults to it and a larger one is an error.
@@ -52,8 +57,44 @@ function(zrt_test_timeout var name)
   endif()
 endfunction()
 
+# zrt_shard_args(VAR K ARGS_LIST SHARDS_LIST): in VAR, the command-line arguments of shard K
+# (1-based; K = the number of shards + 1 is the last one, "the rest") of a program run with the
+# arguments in list ARGS_LIST, sharded by the doctest filters in list SHARDS_LIST. doctest reads
+# only the last --test-case-exclude= it is given, so one in ARGS_LIST is merged into the shard's.
+# A filter that matches nothing fails its shard (FAIL_REGULAR_EXPRESSION below), rather than
+# passing on no test case while the cases it meant run in the last shard.
+function(zrt_shard_args var k args_list shards_list)
+  set(args "")
+  set(excludes "")
+  foreach(a IN LISTS ${args_list})
+    if(a MATCHES "^--?(dt-)?(test-case-exclude|tce)=(.*)$")
+      list(APPEND excludes "${CMAKE_MATCH_3}")
+    elseif(a MATCHES "^--?(dt-)?(test-case|tc)=")
+      message(FATAL_ERROR "SANITIZE_SHARDS with ${a} in ARGS: shard the program's cases by the "
+                          "shards' filters alone")
+    else()
+      list(APPEND args "${a}")
+    endif()
+  endforeach()
+  set(i 1)
+  foreach(f IN LISTS ${shards_list})
+    if(i LESS k)
+      list(APPEND excludes "${f}")
+    elseif(i EQUAL k)
+      list(APPEND args "--test-case=${f}")
+    endif()
+    math(EXPR i "${i} + 1")
+  endforeach()
+  if(excludes)
+    list(JOIN excludes "," e)
+    list(APPEND args "--test-case-exclude=${e}")
+  endif()
+  set(${var} "${args}" PARENT_SCOPE)
+endfunction()
+set(ZRT_EMPTY_SHARD_REGEX "test cases: +0 \\|")
+
 function(zrt_add_test)
-  cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;SANITIZE_SHARDS" ${ARGN})
   # The ThreadSanitizer build registers only the programs tests/CMakeLists.txt lists for it.
   if(ZRT_TSAN AND NOT T_NAME IN_LIST ZRT_TSAN_PROGRAMS)
     return()
@@ -67,13 +108,26 @@ function(zrt_add_test)
     target_link_libraries(${T_NAME} PRIVATE zrt_test_main ${T_LIBS})
   endif()
   zrt_target_defaults(${T_NAME})
+  if(ZRT_SANITIZE AND T_SANITIZE_SHARDS)
+    set(T_ARGS "")
+    list(LENGTH T_SANITIZE_SHARDS n)
+    math(EXPR n "${n} + 1")
+    foreach(k RANGE 1 ${n})
+      zrt_shard_args(args ${k} T_ARGS T_SANITIZE_SHARDS)
+      add_test(NAME ${T_NAME}_shard${k} COMMAND ${T_NAME} ${args})
+      set_tests_properties(${T_NAME}_shard${k} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+                           ENVIRONMENT "${ZRT_TEST_ENV_NO_MPI}" SKIP_RETURN_CODE 77
+                           FAIL_REGULAR_EXPRESSION "${ZRT_EMPTY_SHARD_REGEX}")
+    endforeach()
+    return()
+  endif()
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
                        ENVIRONMENT "${ZRT_TEST_ENV_NO_MPI}" SKIP_RETURN_CODE 77)
 endfunction()
 
 function(zrt_add_mpi_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS;SANITIZE_SHARDS" ${ARGN})
   zrt_test_timeout(T_TIMEOUT ${T_NAME})
   if(NOT T_RANKS)
     set(T_RANKS 1 2 4)
@@ -95,6 +149,27 @@ function(zrt_add_mpi_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE zrt_mpi_test_main ${T_LIBS})
   zrt_target_defaults(${T_NAME})
+  # Under ASan + UBSan, a program whose whole run takes over a third of its cap there is split
+  # into shards by test case (SANITIZE_SHARDS), each a test of its own: ctest runs them side by
+  # side, no one of them nears the cap on a loaded machine, and together they run every case once.
+  # The release suite runs the program whole.
+  if(ZRT_SANITIZE AND T_SANITIZE_SHARDS)
+    list(LENGTH T_SANITIZE_SHARDS n)
+    math(EXPR n "${n} + 1")
+    foreach(np ${T_RANKS})
+      foreach(k RANGE 1 ${n})
+        zrt_shard_args(args ${k} T_ARGS T_SANITIZE_SHARDS)
+        set(t ${T_NAME}_np${np}_shard${k})
+        add_test(NAME ${t}
+                 COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZRT_MPIEXEC_FLAGS}
+                         ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${args})
+        set_tests_properties(${t} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
+                             PROCESSORS ${np} ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77
+                             FAIL_REGULAR_EXPRESSION "${ZRT_EMPTY_SHARD_REGEX}")
+      endforeach()
+    endforeach()
+    return()
+  endif()
   foreach(np ${T_RANKS})
     add_test(NAME ${T_NAME}_np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZRT_MPIEXEC_FLAGS}

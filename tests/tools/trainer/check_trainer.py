@@ -43,6 +43,10 @@
       the main job on one rank with --backend nccl (the model's data through NCCL); exit 77
       (skipped) before anything runs where no CUDA device answers.
 
+  --cases ID,... (equivalence and strict): only the cases named, by the ids `--list-cases` prints
+      (a shipped config's file name without .json, or the ids in the code below); an id that
+      names no case fails the run. For the sanitizer build (tests/tools/trainer/CMakeLists.txt).
+
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
 """
@@ -124,6 +128,24 @@ def shipped(path, work):
     return c, flags, note
 
 
+def selected(a, ids):
+    """The ids of `ids` (each case's, in order) that a.cases names, all of them without --cases;
+    an id a.cases names that is not in `ids` ends the run (a renamed case is not silently not
+    run)."""
+    if a.list_cases:
+        print("\n".join(ids))
+        raise SystemExit(0)
+    if a.cases is None:
+        return list(ids)
+    wanted = a.cases.split(",")
+    unknown = [i for i in wanted if i not in ids]
+    if unknown:
+        raise SystemExit(f"FAIL: --cases names {unknown}, not among this mode's cases {list(ids)}")
+    left = [i for i in ids if i not in wanted]
+    print(f"== --cases: {len(wanted)} of {len(ids)} cases; not run here: {', '.join(left) or '(none)'}")
+    return [i for i in ids if i in wanted]
+
+
 def unsharded(c, batch):
     """The reference for config `c`: the same model, precision and optimizer on one rank at stage
     0 with nothing offloaded, and the global batch `batch` = (global, micro, accumulation) of the
@@ -158,20 +180,24 @@ def equivalence(a):
             d = os.path.join(work, name[:-5])
             os.makedirs(d)
             c, flags, note = shipped(os.path.join(a.configs, name), d)
-            cases.append((name[:-5] + note, c, flags, flags, 1e-5, d))
+            cases.append((name[:-5], name[:-5] + note, c, flags, flags, 1e-5, d))
         # Activation checkpointing recomputes each block in backward: the same arithmetic, so
         # the same losses (on device, and with the kept inputs offloaded to pinned host memory).
         with open(os.path.join(a.configs, "stage2.json")) as f:
             stage2 = json.load(f)
-        for flags in (["--activation-checkpointing"], ["--activation-checkpointing", "--checkpoint-offload"]):
+        for id, flags in (("stage2-ac", ["--activation-checkpointing"]),
+                          ("stage2-ac-offload", ["--activation-checkpointing", "--checkpoint-offload"])):
             d = os.path.join(work, "stage2" + str(len(flags)))
             os.makedirs(d)
-            cases.append(("stage2 " + " ".join(flags), stage2, flags, [], 1e-5, d))
+            cases.append((id, "stage2 " + " ".join(flags), stage2, flags, [], 1e-5, d))
         d = os.path.join(work, "fp16-offload")
         os.makedirs(d)
-        cases.append(("fp16, stage 2, optimizer offloaded to cpu", fp16, [], [], 2e-4, d))
-        # (label, config, flags, the reference's flags, bound, work folder)
-        for label, c, flags, ref_flags, bound, d in cases:
+        cases.append(("fp16-offload", "fp16, stage 2, optimizer offloaded to cpu", fp16, [], [], 2e-4, d))
+        # (id, label, config, flags, the reference's flags, bound, work folder)
+        run_ids = selected(a, [c[0] for c in cases])
+        for id, label, c, flags, ref_flags, bound, d in cases:
+            if id not in run_ids:
+                continue
             path = os.path.join(d, "config.json")
             with open(path, "w") as f:
                 json.dump(c, f)
@@ -506,18 +532,20 @@ def strict(a):
 
     fp16 = config("stage1.json", fp16={"enabled": True, "initial_scale_power": 12})
     bf16 = config("stage2.json", bf16={"enabled": True})
-    # (label, config, flags, NVMe, precision)
+    # (id, label, config, flags, NVMe, precision)
     cases = [
-        ("the main job: stage 3, optimizer and parameters on NVMe", config("stage3_nvme_offload.json"), [], True,
-         "fp32"),
-        ("stage 0, accumulation 2", config("stage0.json"), [], False, "fp32"),
-        ("stage 1, fp16", fp16, [], False, "16-bit"),
-        ("stage 2, bf16, activation checkpoints offloaded", bf16,
+        ("main", "the main job: stage 3, optimizer and parameters on NVMe", config("stage3_nvme_offload.json"),
+         [], True, "fp32"),
+        ("stage0", "stage 0, accumulation 2", config("stage0.json"), [], False, "fp32"),
+        ("stage1-fp16", "stage 1, fp16", fp16, [], False, "16-bit"),
+        ("stage2-bf16-ac-offload", "stage 2, bf16, activation checkpoints offloaded", bf16,
          ["--activation-checkpointing", "--checkpoint-offload"], False, "16-bit"),
-        ("stage 3, parameters on the CPU, LoRA on every layer, activation checkpointing",
+        ("stage3-lora", "stage 3, parameters on the CPU, LoRA on every layer, activation checkpointing",
          config("stage3_cpu_offload.json"),
          ["--lora-rank", "4", "--lora-targets", "all", "--activation-checkpointing"], False, "fp32"),
     ]
+    # The resume case below is "resume".
+    run_ids = selected(a, [c[0] for c in cases] + ["resume"])
     strict_env = dict(os.environ, ZRT_STRICT_STREAM_DELAY_US="50")
     with tempfile.TemporaryDirectory() as work:
         def runs(label, c, flags, nvme, precision, index, ranks=2, device_flags=()):
@@ -571,8 +599,9 @@ def strict(a):
                   + ("" if bad else f" (last loss {want[-1]['loss']!r})"))
             return bad
 
-        for i, (label, c, flags, nvme, precision) in enumerate(cases):
-            failures += runs(label, c, flags, nvme, precision, i)
+        for i, (id, label, c, flags, nvme, precision) in enumerate(cases):
+            if id in run_ids:
+                failures += runs(label, c, flags, nvme, precision, i)
         if device == "cuda":
             # The model's data through NCCL beside MPI (one rank: NCCL takes one rank per GPU, and
             # one GPU is what gpu-check.sh has): the main job, its NVMe shards staged up to the GPU.
@@ -582,6 +611,8 @@ def strict(a):
 
         # Saved on host after 3 steps, resumed on host-strict for 3 more: the steps after the save
         # are those of the host run that never stopped.
+        if "resume" not in run_ids:
+            return failures
         d = os.path.join(work, "resume")
         os.makedirs(d)
         path = os.path.join(d, "config.json")
@@ -613,11 +644,17 @@ def main():
     ap.add_argument("--configs", required=True)
     ap.add_argument("--device", choices=["host-strict", "cuda"], default="host-strict",
                     help="strict mode: the device compared with host")
+    ap.add_argument("--cases", help="equivalence and strict modes: only these cases (ids, comma-separated)")
+    ap.add_argument("--list-cases", action="store_true", help="print the mode's case ids and exit")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
+    if (a.cases is not None or a.list_cases) and a.mode not in ("equivalence", "strict"):
+        ap.error(f"--cases and --list-cases are for the equivalence and strict modes, not {a.mode}")
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
-    a.mpiexec, a.trainer = command[:-1], command[-1]
-    if a.mode == "strict" and a.device == "cuda" and cuda_devices(a.trainer) == 0:
+    if not command and not a.list_cases:
+        ap.error("no MPIEXEC... ZRT_TRAIN command after the options")
+    a.mpiexec, a.trainer = command[:-1], command[-1] if command else None
+    if a.mode == "strict" and a.device == "cuda" and not a.list_cases and cuda_devices(a.trainer) == 0:
         print("SKIP: no CUDA device answers (the cuda comparison needs a GPU)")
         return 77
     failures = {"equivalence": equivalence, "learns": learns, "errors": errors,
