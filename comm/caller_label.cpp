@@ -25,12 +25,14 @@ bool tracking() { return g_tracking.load(std::memory_order_relaxed) > 0; }
 
 int g_blockedLane = -1;
 std::uint64_t g_blockedSeq = 0;
+std::uint64_t g_entries = 0;
 Clock::time_point g_blockedSince{};
 }  // namespace
 
 CallerLabel::CallerLabel(std::string text, CallKind kind) {
   auto label = std::make_shared<const std::string>(std::move(text));
   std::lock_guard lock(g_mu);
+  ++g_entries;
   if (!busy() && tracking()) g_since = Clock::now();
   if (g_depth++ == 0) g_outer = label;
   previous_ = std::exchange(g_label, std::move(label));
@@ -52,6 +54,7 @@ std::shared_ptr<const std::string> CallerLabel::current() {
 
 void CallerLabel::beginSpan() {
   std::lock_guard lock(g_mu);
+  ++g_entries;
   if (!busy() && tracking()) g_since = Clock::now();
   g_span = true;
 }
@@ -73,6 +76,7 @@ CallerLabel::Blocked::Blocked(int lane, std::uint64_t seq) {
     return;
   }
   std::lock_guard lock(g_mu);
+  ++g_entries;
   outer_ = g_blockedLane < 0;  // another thread's wait, or a nested one, keeps the first
   if (!outer_) return;
   g_blockedLane = lane;
@@ -89,6 +93,7 @@ CallerLabel::Blocked::~Blocked() {
 CallerLabel::Activity CallerLabel::activity() {
   std::lock_guard lock(g_mu);
   Activity a;
+  a.entries = g_entries;
   if (g_blockedLane >= 0) {
     a.blockedLane = g_blockedLane;
     a.blockedSeq = g_blockedSeq;

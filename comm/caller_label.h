@@ -62,6 +62,8 @@ class CallerLabel {
     CallKind kind = CallKind::Call;  // of the innermost label
     double seconds = 0;           // in the outermost call, or since the last one ended
     std::string text;             // "outer > inner" label, or the last one when not in a call
+    std::uint64_t entries = 0;    // labels, spans and tracked blocked waits entered so far (the
+                                  // step's bookkeeping, counted for zrt-engine-bench's cost figure)
   };
   static Activity activity();
 

@@ -18,7 +18,10 @@
 // forward read each parameter N times (more compute for the reads to hide behind).
 // --divergence-cost adds, per row, the step with the ranks' divergence check off
 // (zrt.divergence_timeout_s 0: no call bookkeeping, no probe) beside the step with it on (the
-// default), each the best of three alternating runs, and the check's cost in percent.
+// default), each the best of --cost-runs alternating runs (3), and the check's cost in percent.
+// A whole step varies by a few percent between engines on a shared machine, more than the check
+// costs, so it also times the check's bookkeeping alone (a label, a blocked wait; tracked and
+// not) and charges each step's count of them: the cost that the step comparison cannot resolve.
 //   mpirun -np 2 zrt-engine-bench --params 1e8 --stages 0,1,2,3
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -30,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/caller_label.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
@@ -59,6 +63,7 @@ struct Options {
   std::string paramNvme;  // a directory: the stage-3 parameter-offload rows
   int passes = 1;
   bool divergenceCost = false;
+  int costRuns = 3;  // engines per side (check on, check off) in --divergence-cost
 };
 
 // One row: a stage, with or without the trace's prefetch, and where the parameters live.
@@ -133,6 +138,41 @@ Timing runSteps(zrt::Engine& engine, int steps, int passes, MPI_Comm sync) {
   return best;
 }
 
+// The divergence check's own work on the step's path, timed alone: what a label (the Engine's
+// calls, the micro-step's span) and a blocked wait cost with the activity tracked (the check on)
+// and untracked (off), in nanoseconds, the best of 5 loops. The step-to-step spread of a whole
+// step on a shared machine is a few percent, far above this; entries per step times the
+// difference is the cost the check adds to a step.
+struct BookkeepingNs {
+  double labelOff, labelOn, blockedOff, blockedOn;
+};
+
+double nsPer(int n, const auto& body) {
+  double best = 1e30;
+  for (int loop = 0; loop < 5; ++loop) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) body(i);
+    best = std::min(best, zrt::secondsSince(t0) * 1e9 / n);
+  }
+  return best;
+}
+
+BookkeepingNs timeBookkeeping(zrt::comm::Communicator& comm) {
+  using zrt::comm::CallerLabel;
+  constexpr int n = 200000;
+  auto label = [](int i) { const CallerLabel l("Engine::parameters(module 'block7'), micro-step " + std::to_string(i)); };
+  auto blocked = [](int i) { const CallerLabel::Blocked b(0, static_cast<std::uint64_t>(i)); };
+  comm.setDivergenceTimeout(std::chrono::milliseconds(0));  // the last tracker: activity untracked
+  BookkeepingNs ns{};
+  ns.labelOff = nsPer(n, label);
+  ns.blockedOff = nsPer(n, blocked);
+  CallerLabel::trackActivity(1);
+  ns.labelOn = nsPer(n, label);
+  ns.blockedOn = nsPer(n, blocked);
+  CallerLabel::trackActivity(-1);
+  return ns;
+}
+
 std::uint64_t peakOverRanks(const zrt::MemoryLedger& ledger, MemTag tag, MPI_Comm sync) {
   std::uint64_t mine = 0;
   for (MemPlace place : {MemPlace::Device, MemPlace::PinnedHost, MemPlace::Host})
@@ -175,6 +215,9 @@ int main(int argc, char** argv) {
   app.add_option("--passes", o.passes, "reads of each parameter in the synthetic forward")->check(CLI::Range(1, 1000));
   app.add_flag("--divergence-cost", o.divergenceCost,
                "also time each row with the ranks' divergence check off, and print its cost");
+  app.add_option("--cost-runs", o.costRuns,
+                 "with --divergence-cost: engines per side, check on and off (the best step of all is kept)")
+      ->check(CLI::Range(1, 100));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -216,6 +259,7 @@ int main(int argc, char** argv) {
     struct CostRow {
       std::string label;
       double on, off;  // step seconds with the divergence check on and off
+      double entries;  // labels, spans and blocked waits per step, check on
     };
     std::vector<CostRow> costRows;
     for (const Run& run : runs) {
@@ -241,14 +285,18 @@ int main(int argc, char** argv) {
         // Alternating engines, check on and off, so that drift on a noisy machine falls on both.
         const zrt::Config off = zrt::parseConfig(configFor(o, run, world, false), "engine-bench", world);
         double best[2] = {real.step, 1e30};
-        for (int round = 0; round < 5; ++round) {
+        double entries = 0;
+        for (int round = 0; round < 2 * o.costRuns - 1; ++round) {
           const bool on = round % 2 == 1;
           zrt::MemoryLedger ledger;
           auto device = zrt::makeDevice(o.device, ledger);
           zrt::Engine engine(on ? config : off, *device, comm, benchModel(total, o.modules));
+          const std::uint64_t before = zrt::comm::CallerLabel::activity().entries;
           best[on ? 0 : 1] = std::min(best[on ? 0 : 1], runSteps(engine, o.steps, o.passes, MPI_COMM_WORLD).step);
+          if (on)
+            entries = static_cast<double>(zrt::comm::CallerLabel::activity().entries - before) / (o.steps + 1);
         }
-        costRows.push_back({run.label, best[0], best[1]});
+        costRows.push_back({run.label, best[0], best[1], entries});
       }
       if (rank == 0) {
         std::printf("%-12s %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %9lld %9.3f %9lld | %10s %10s %10s %10s %10s %10s\n",
@@ -261,13 +309,26 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
-    if (rank == 0 && !costRows.empty()) {
-      std::printf("\nthe ranks' divergence check (zrt.divergence_timeout_s), best of %d steps in 3 runs each:\n",
-                  o.steps);
-      std::printf("%-12s %11s %11s %9s\n", "stage", "on: step s", "off: step s", "cost %");
-      for (const CostRow& row : costRows)
-        std::printf("%-12s %11.4f %11.4f %+9.2f\n", row.label.c_str(), row.on, row.off,
-                    100.0 * (row.on / row.off - 1.0));
+    if (!costRows.empty()) {
+      const BookkeepingNs ns = timeBookkeeping(comm);
+      // Every entry charged at the dearer difference of the two kinds: an upper bound.
+      const double perEntry = std::max({ns.labelOn - ns.labelOff, ns.blockedOn - ns.blockedOff, 0.0});
+      if (rank == 0) {
+        std::printf("\nthe ranks' divergence check (zrt.divergence_timeout_s), best of %d steps in %d runs each:\n",
+                    o.steps, o.costRuns);
+        std::printf("%-12s %11s %11s %9s | %9s %12s %9s\n", "stage", "on: step s", "off: step s", "cost %",
+                    "entries", "bookkeep us", "of step %");
+        for (const CostRow& row : costRows)
+          std::printf("%-12s %11.4f %11.4f %+9.2f | %9.0f %12.2f %9.4f\n", row.label.c_str(), row.on, row.off,
+                      100.0 * (row.on / row.off - 1.0), row.entries, row.entries * perEntry / 1e3,
+                      100.0 * row.entries * perEntry * 1e-9 / row.off);
+        std::printf("its bookkeeping alone, ns per entry (tracked / untracked): label %.1f / %.1f, blocked wait "
+                    "%.1f / %.1f\n",
+                    ns.labelOn, ns.labelOff, ns.blockedOn, ns.blockedOff);
+        std::printf("entries: the labels, spans and blocked waits of one step; bookkeep: entries x %.1f ns, the "
+                    "larger difference; \"cost %%\" compares whole steps, whose spread here is larger\n",
+                    perEntry);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-engine-bench: %s\n", e.what());
