@@ -154,7 +154,8 @@ if [ "${ZRT_SKIP_TSAN:-0}" != 1 ]; then
   # names them); Open MPI's own reports are suppressed by tests/support/tsan.supp, with reasons.
   echo "== the threaded parts (comm progress and watchdog, I/O engine, swapper) under ThreadSanitizer"
   phase "build: TSan (build-tsan)"
-  cmake -S . -B build-tsan -DZRT_TSAN=ON -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
+  # A unity build, as the others: compiled file by file it took most of its phase.
+  cmake -S . -B build-tsan -DZRT_TSAN=ON -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${launcher[@]}"
   cmake --build build-tsan -j "$jobs" --target zrt_tsan_tests
@@ -167,7 +168,7 @@ if [ "${ZRT_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== each fuzz target for ${ZRT_FUZZ_SECONDS:-10} s on its seed corpus (tests/fuzz)"
   phase "build: fuzz targets (build-fuzz)"
   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DZRT_FUZZ=ON \
-    -DZRT_FUZZ_SECONDS="${ZRT_FUZZ_SECONDS:-10}" -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF \
+    -DZRT_FUZZ_SECONDS="${ZRT_FUZZ_SECONDS:-10}" -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${launcher[@]}"
   cmake --build build-fuzz -j "$jobs" --target zrt_fuzz_targets

@@ -43,9 +43,10 @@
       the main job on one rank with --backend nccl (the model's data through NCCL); exit 77
       (skipped) before anything runs where no CUDA device answers.
 
-  --cases ID,... (equivalence and strict): only the cases named, by the ids `--list-cases` prints
-      (a shipped config's file name without .json, or the ids in the code below); an id that
-      names no case fails the run. For the sanitizer build (tests/tools/trainer/CMakeLists.txt).
+  --cases ID,... (equivalence, checkpoints and strict): only the cases named, by the ids
+      `--list-cases` prints (a shipped config's file name without .json, or the ids in the code
+      below; checkpoints: resume-stage2, resume-stage3, init-from, the last with the refusals); an
+      id that names no case fails the run. For the sanitizer build (tests/tools/trainer/CMakeLists.txt).
 
 MPIEXEC... is the mpirun command line up to (not including) the rank count; the script adds
 "-np N". Exit 0 pass, 1 fail.
@@ -417,8 +418,11 @@ def checkpoints(a):
         if not ok:
             failures.append(f"{label}: {' '.join(cmd)}: exit {rc}, want 2 and '{message}'; output:\n{out}")
 
+    run_ids = selected(a, ["resume-stage2", "resume-stage3", "init-from"])
     with tempfile.TemporaryDirectory() as work:
         for stage in (2, 3):
+            if f"resume-stage{stage}" not in run_ids:
+                continue
             config = os.path.join(a.configs, f"stage{stage}.json")
             d = os.path.join(work, f"s{stage}")
             os.makedirs(d)
@@ -441,6 +445,8 @@ def checkpoints(a):
                 failures.append(f"stage 3: {ckpt} holds {saved}, want latest, step3, step6")
             if straight[0]["loss"] == straight[-1]["loss"]:
                 failures.append(f"stage {stage}: the loss did not change: nothing was compared")
+        if "init-from" not in run_ids:
+            return failures
 
         # 606 bytes split into 545 training bytes: samples start at multiples of T = 32 modulo
         # 545 - 33 = 512 = G x T, so every step's global batch (G = 16) is step 0's.
@@ -644,12 +650,12 @@ def main():
     ap.add_argument("--configs", required=True)
     ap.add_argument("--device", choices=["host-strict", "cuda"], default="host-strict",
                     help="strict mode: the device compared with host")
-    ap.add_argument("--cases", help="equivalence and strict modes: only these cases (ids, comma-separated)")
+    ap.add_argument("--cases", help="equivalence, checkpoints and strict modes: only these cases (ids, comma-separated)")
     ap.add_argument("--list-cases", action="store_true", help="print the mode's case ids and exit")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
-    if (a.cases is not None or a.list_cases) and a.mode not in ("equivalence", "strict"):
-        ap.error(f"--cases and --list-cases are for the equivalence and strict modes, not {a.mode}")
+    if (a.cases is not None or a.list_cases) and a.mode not in ("equivalence", "checkpoints", "strict"):
+        ap.error(f"--cases and --list-cases are for the equivalence, checkpoints and strict modes, not {a.mode}")
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not command and not a.list_cases:
         ap.error("no MPIEXEC... ZRT_TRAIN command after the options")
