@@ -93,6 +93,17 @@ function(zrt_shard_args var k args_list shards_list)
 endfunction()
 set(ZRT_EMPTY_SHARD_REGEX "test cases: +0 \\|")
 
+# zrt_sanitize_keep_optimized(TARGET): in the sanitizer tree, which compiles the test programs at
+# -O0 (tests/CMakeLists.txt), TARGET keeps the tree's -O1: a test whose own code does the heavy
+# arithmetic runs slower at -O0 than it compiles faster.
+function(zrt_sanitize_keep_optimized target)
+  if(ZRT_SANITIZE AND TARGET ${target})
+    get_target_property(options ${target} COMPILE_OPTIONS)
+    list(REMOVE_ITEM options "$<$<COMPILE_LANGUAGE:C,CXX>:-O0>")
+    set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${options}")
+  endif()
+endfunction()
+
 function(zrt_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;SANITIZE_SHARDS" ${ARGN})
   # The ThreadSanitizer build registers only the programs tests/CMakeLists.txt lists for it.

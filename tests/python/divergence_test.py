@@ -7,13 +7,12 @@ Usage: divergence_test.py CASE[,CASE...] MPIEXEC [FLAGS...] (divergence_probe.py
 ranks, once per case)."""
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
-import time
 
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "support"))
+from timed_job import TimedJob  # noqa: E402
+
 chosen, launcher = sys.argv[1].split(","), sys.argv[2:]
 CASES = {
     "fewer_batches": [r"rank 0 raised PeerError: .*ranks diverged",
@@ -46,26 +45,15 @@ for mode in chosen:
     cmd = launcher[:1] + ["-np", "2"] + launcher[1:] + [sys.executable, os.path.join(here, "divergence_probe.py"), mode]
     # Timed from the moment a rank leaves the common path, not from the start: on a loaded
     # machine the two interpreters' start (torch's import) alone can take seconds.
-    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=dict(env, **extra), start_new_session=True)
-    start = time.monotonic()
-    lines, diverged = [], None
-    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in job.stdout],
-                              daemon=True)
-    reader.start()
-    reader.join(90)
-    if reader.is_alive():
-        os.killpg(job.pid, signal.SIGKILL)
-    code = job.wait()
-    ended = time.monotonic()
-    out = "".join(line for _, line in lines)
-    marks = [t for t, line in lines if " diverges: " in line]
-    took = ended - (marks[0] if marks else start)
+    job = TimedJob(cmd, dict(env, **extra), 90)
+    code, out, mark = job.code, job.out, job.first(" diverges: ")
+    marks = [mark] if mark is not None else []
+    took = job.ended - (mark if mark is not None else job.start)
     print(f"== {mode}: exit {code}, {took:.1f} s after {'the divergence' if marks else 'the start'}\n{out}",
           flush=True)
     # A job that ends well has no divergence to time: it must end, not hang (the reader's 90 s).
     limit = LIMIT_S if mode not in ENDS_WELL else 90
-    if reader.is_alive() or took > limit:
+    if job.killed or took > limit:
         failed.append(f"{mode}: the job ended {took:.1f} s after {'the divergence' if marks else 'its start'} "
                       f"(limit {limit} s)")
     elif (code == 0) != (mode in ENDS_WELL):

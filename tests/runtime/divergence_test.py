@@ -4,12 +4,11 @@ probe, default handlers: MPI_Abort).
 Usage: divergence_test.py PROBE MPIEXEC [FLAGS...]; runs divergence_probe (2 ranks) once per mode."""
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from timed_job import TimedJob  # noqa: E402
 
 probe, launcher = sys.argv[1], sys.argv[2:]
 EXPECT = {
@@ -28,25 +27,13 @@ failed = []
 for mode, patterns in EXPECT.items():
     with tempfile.TemporaryDirectory() as d:
         cmd = launcher[:1] + ["-np", "2"] + launcher[1:] + [probe, mode, d]
-        job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, ZRT_COMM_TIMEOUT_S="600", **ENV.get(mode, {})),
-                               start_new_session=True)
-        lines = []
-        reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), l)) for l in job.stdout],
-                                  daemon=True)
-        reader.start()
-        reader.join(50)
-        if reader.is_alive():
-            os.killpg(job.pid, signal.SIGKILL)
-        code = job.wait()
-        ended = time.monotonic()
-    out = "".join(line for _, line in lines)
-    marks = [t for t, line in lines if " diverges: " in line]
-    took = ended - marks[0] if marks else None
-    print(f"== {mode}: exit {code}, {'%.1f s after the divergence' % took if marks else 'no divergence line'}\n{out}")
-    if not marks:
+        job = TimedJob(cmd, dict(os.environ, ZRT_COMM_TIMEOUT_S="600", **ENV.get(mode, {})), 50)
+    code, out, mark = job.code, job.out, job.first(" diverges: ")
+    took = job.ended - mark if mark is not None else None
+    print(f"== {mode}: exit {code}, {'%.1f s after the divergence' % took if took is not None else 'no divergence line'}\n{out}")
+    if took is None:
         failed.append(f"{mode}: no rank said it diverges")
-    elif reader.is_alive() or took > 15:
+    elif job.killed or took > 15:
         failed.append(f"{mode}: the job ended {took:.1f} s after the divergence (limit 15 s)")
     if code == 0:
         failed.append(f"{mode}: the job exited 0")
