@@ -95,7 +95,8 @@ struct Run {
   metrics::RankMetrics lastReport;           // this rank's previous report (for the io rates)
   Clock::time_point lastReportAt = Clock::now();
   bool stopped = false;        // --save-on-signal: the ranks agreed to stop at a step boundary
-  int stopSignal = 0;          // the signal this rank received (0: only another rank got one)
+  int stopSignal = 0;          // the signal this rank received, else the one another rank did
+  bool stopSignalHere = false;  // this rank received it
 };
 
 // Exit status of a run stopped by a signal after saving (--save-on-signal).
@@ -349,13 +350,22 @@ void reportMetrics(Run& run, std::int64_t stepsDone, double stepSeconds, double 
   if (run.metricsServer) run.metricsServer->publish(metrics::renderMetrics(all));
 }
 
-// Whether any rank has received SIGINT/SIGTERM: ranks may get the signal at different times, so
-// they agree once per step and stop together.
+// Whether any rank has received SIGINT, SIGTERM or SIGUSR1: ranks may get the signal at different
+// times, so they agree once per step and stop together. The agreement also says which signal: a
+// signal sent to mpirun reaches the ranks one after another, and rank 0, which reports the stop,
+// may get its copy only after the others agreed (it then names the signal, "to another rank").
 bool stopAgreed(Run& run) {
   const int mine = stopSignal();
-  if (meanOverRanks(*run.comm, {mine != 0 ? 1.0 : 0.0})[0] == 0) return false;
+  constexpr int kSignals[] = {SIGINT, SIGTERM, SIGUSR1};  // the order a mixed stop is named in
+  std::vector<double> flags = {mine != 0 ? 1.0 : 0.0};
+  for (int sig : kSignals) flags.push_back(mine == sig ? 1.0 : 0.0);
+  const std::vector<double> any = meanOverRanks(*run.comm, flags);
+  if (any[0] == 0) return false;
   run.stopped = true;
+  run.stopSignalHere = mine != 0;
   run.stopSignal = mine;
+  for (std::size_t i = 0; i < std::size(kSignals) && run.stopSignal == 0; ++i)
+    if (any[i + 1] > 0) run.stopSignal = kSignals[i];
   return true;
 }
 
@@ -460,11 +470,12 @@ void train(Run& run) {
     }
     if (stop) {
       if (rank == 0) {
-        std::printf("%sstopped by %s after step %lld: saved %s/%s; continue with --resume %s\n", terminal ? "\n" : "",
+        std::printf("%sstopped by %s%s after step %lld: saved %s/%s; continue with --resume %s\n", terminal ? "\n" : "",
                     run.stopSignal == SIGINT    ? "SIGINT"
                     : run.stopSignal == SIGTERM ? "SIGTERM"
                     : run.stopSignal == SIGUSR1 ? "SIGUSR1"
-                                                : "a signal to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
+                                                : "a signal",
+                    run.stopSignalHere ? "" : " to another rank", static_cast<long long>(s + 1), o.saveDir.c_str(),
                     tagForStep(s + 1).c_str(), o.saveDir.c_str());
         std::printf("rank 0 memory:\n%s", run.engine->memorySummary().c_str());
         std::fflush(stdout);
