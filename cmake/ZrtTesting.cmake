@@ -14,6 +14,17 @@
 # (CI's budget, scripts/run-tests.sh): TIMEOUT defaults to it and a larger one is an error.
 set(ZRT_TEST_TIMEOUT_MAX 120)
 
+# A release tree whose tests a sanitizer tree of the same sources runs as well (scripts/run-tests.sh
+# sets this for its release tree when its ASan + UBSan pass follows) leaves to that tree what it
+# runs whole: the programs of zrt_add_test and zrt_add_mpi_test (all but GPU tests, on every rank
+# count but the 4 ranks that tree leaves out) are not registered here, nor built unless another
+# test runs them (zrt_test_program_needed). The tests this tree still runs are the ones only an
+# optimised, uninstrumented build can run or the sanitizer tree runs in part: the GPU tests, the
+# 4-rank runs, the benchmarks, the install and Python package tests, the command-line tools'
+# tests. Every test runs once in all; scripts/build.sh builds and registers every one.
+option(ZRT_SANITIZED_ELSEWHERE
+       "Leave the doctest programs a sanitizer tree also runs to that tree (run-tests.sh)" OFF)
+
 execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
 # --bind-to none: each rank runs helper threads (communication progress, copy engines, I/O
 # rings); bound to one core, they would queue behind the rank's own compute.
@@ -44,6 +55,12 @@ set(ZRT_TEST_ENV
 # -fno-omit-frame-pointer, so their reports' stacks stay whole.
 set(ZRT_TEST_ENV_NO_MPI ${ZRT_TEST_ENV})
 list(TRANSFORM ZRT_TEST_ENV_NO_MPI REPLACE "fast_unwind_on_malloc=0" "fast_unwind_on_malloc=1")
+# The doctest programs on MPI (zrt_add_mpi_test) keep the fast unwinder too: their main
+# (tests/support/mpi_test_main.cpp) does not track what MPI's start-up allocates and checks for
+# leaks before MPI_Finalize, with the check at exit turned off, so no report of theirs needs a
+# frame inside Open MPI. The slow unwinder cost them four to five times the CPU (the first case of
+# runtime_engine_offload_test on 2 ranks: 11.8 s against 2.4-4.2 s, docs/operations.md).
+set(ZRT_TEST_ENV_MPI_MAIN ${ZRT_TEST_ENV_NO_MPI})
 
 # zrt_test_timeout(VAR NAME): VAR (a TIMEOUT argument, maybe empty) defaulted to, and checked
 # against, ZRT_TEST_TIMEOUT_MAX. Tests registered with add_test directly give a TIMEOUT of at most
@@ -104,6 +121,15 @@ function(zrt_sanitize_keep_optimized target)
   endif()
 endfunction()
 
+# zrt_test_program_needed(TARGET): TARGET, a program of zrt_add_test or zrt_add_mpi_test, is
+# built with the tree even where ZRT_SANITIZED_ELSEWHERE leaves its own tests out: another test
+# here runs it.
+function(zrt_test_program_needed target)
+  if(TARGET ${target})
+    set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL FALSE)
+  endif()
+endfunction()
+
 function(zrt_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;SANITIZE_SHARDS" ${ARGN})
   # The ThreadSanitizer build registers only the programs tests/CMakeLists.txt lists for it.
@@ -111,7 +137,11 @@ function(zrt_add_test)
     return()
   endif()
   zrt_test_timeout(T_TIMEOUT ${T_NAME})
-  add_executable(${T_NAME} ${T_SOURCES})
+  set(elsewhere "")
+  if(ZRT_SANITIZED_ELSEWHERE AND NOT T_CUDA)
+    set(elsewhere EXCLUDE_FROM_ALL)
+  endif()
+  add_executable(${T_NAME} ${elsewhere} ${T_SOURCES})
   if(T_CUDA)
     target_link_libraries(${T_NAME} PRIVATE zrt_cuda_test_main ${T_LIBS})
     list(APPEND T_LABELS cuda)
@@ -119,6 +149,9 @@ function(zrt_add_test)
     target_link_libraries(${T_NAME} PRIVATE zrt_test_main ${T_LIBS})
   endif()
   zrt_target_defaults(${T_NAME})
+  if(elsewhere)
+    return()
+  endif()
   if(ZRT_SANITIZE AND T_SANITIZE_SHARDS)
     set(T_ARGS "")
     list(LENGTH T_SANITIZE_SHARDS n)
@@ -157,7 +190,17 @@ function(zrt_add_mpi_test)
   if(ZRT_SANITIZE AND ("2" IN_LIST T_RANKS OR "3" IN_LIST T_RANKS))
     list(REMOVE_ITEM T_RANKS 4)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES})
+  # Where the sanitizer tree runs the rest (ZRT_SANITIZED_ELSEWHERE), only the 4 ranks it leaves out.
+  set(elsewhere "")
+  if(ZRT_SANITIZED_ELSEWHERE)
+    if("4" IN_LIST T_RANKS AND ("2" IN_LIST T_RANKS OR "3" IN_LIST T_RANKS))
+      set(T_RANKS 4)
+    else()
+      set(T_RANKS "")
+      set(elsewhere EXCLUDE_FROM_ALL)
+    endif()
+  endif()
+  add_executable(${T_NAME} ${elsewhere} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE zrt_mpi_test_main ${T_LIBS})
   zrt_target_defaults(${T_NAME})
   # Under ASan + UBSan, a program whose whole run takes over a third of its cap there is split
@@ -175,7 +218,7 @@ function(zrt_add_mpi_test)
                  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZRT_MPIEXEC_FLAGS}
                          ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${args})
         set_tests_properties(${t} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
-                             PROCESSORS ${np} ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77
+                             PROCESSORS ${np} ENVIRONMENT "${ZRT_TEST_ENV_MPI_MAIN}" SKIP_RETURN_CODE 77
                              FAIL_REGULAR_EXPRESSION "${ZRT_EMPTY_SHARD_REGEX}")
       endforeach()
     endforeach()
@@ -187,6 +230,6 @@ function(zrt_add_mpi_test)
                      ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
     set_tests_properties(${T_NAME}_np${np} PROPERTIES TIMEOUT ${T_TIMEOUT}
                          LABELS "mpi;${T_LABELS}" PROCESSORS ${np}
-                         ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77)
+                         ENVIRONMENT "${ZRT_TEST_ENV_MPI_MAIN}" SKIP_RETURN_CODE 77)
   endforeach()
 endfunction()

@@ -17,9 +17,24 @@ if command -v ccache >/dev/null; then
   launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
             --config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
+# ZRT_PIP_REUSE_BUILD=DIR (run-tests.sh sets it to the release tree it has just built and tested):
+# pip builds in that CMake tree instead of build-pip/, which compiles the same files with the same
+# flags (pyproject.toml's), so nothing is compiled twice; what pip does is unchanged: it configures
+# the tree with its own settings, builds, installs the `python` component into a wheel and installs
+# the wheel. Its generator is the tree's, and the tree keeps its tests and tools (they are built
+# already), so a later build of DIR is not reconfigured without them.
+reuse=()
+if [ -n "${ZRT_PIP_REUSE_BUILD:-}" ]; then
+  dir=$(cd "$ZRT_PIP_REUSE_BUILD" && pwd)
+  CMAKE_GENERATOR=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$dir/CMakeCache.txt")
+  export CMAKE_GENERATOR
+  reuse=(--config-settings=build-dir="$dir" --config-settings=cmake.define.ZRT_BUILD_TESTS=ON
+         --config-settings=cmake.define.ZRT_BUILD_TOOLS=ON)
+  echo "check-pip-install: building in $dir ($CMAKE_GENERATOR), already compiled by the release build"
+fi
 echo "check-pip-install: pip install . into $(dirname "$(dirname "$py")")"
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$py" -m pip install --quiet --disable-pip-version-check \
-  --no-deps --no-build-isolation . "${launcher[@]}"
+  --no-deps --no-build-isolation . "${launcher[@]}" "${reuse[@]}"
 # Run from elsewhere, only the tests' folder on the path: `import zrt` must find the installed
 # package, and this says where it found it.
 tests=$root/tests/python

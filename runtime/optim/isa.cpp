@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -43,8 +47,11 @@ CpuPaths detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   // libgcc's checks include the OS's XSAVE support for ymm/zmm state, not only CPUID bits.
-  p.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+  // F16C is read from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know
+  // the name, and the AVX2 check above it already covers the OS's ymm support F16C needs.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  p.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   p.avx512 = p.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");
 #endif

@@ -272,7 +272,9 @@ TEST_CASE("only the directories of exited owners of this host and job are remove
     std::fclose(std::fopen((base.path() / name / "state").c_str(), "w"));
   }
   CHECK(removeExitedOwnersDirectories(base.path().c_str(), job.c_str()) == 1);
-  for (const auto& [name, gone] : dirs) {
+  for (const auto& entry : dirs) {
+    const std::string& name = entry.first;  // clang 14: CAPTURE's lambda cannot capture a binding
+    const bool gone = entry.second;
     CAPTURE(name);
     CHECK(fs::exists(base.path() / name) == !gone);
   }

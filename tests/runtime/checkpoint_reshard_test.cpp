@@ -59,7 +59,9 @@ TEST_CASE("saved on 2 ranks at stage 2, loaded on 1 rank at stage 0, 3 at stage 
     }
     MPI_Barrier(test::testComm());
     std::map<int, std::vector<std::vector<float>>> continued;  // by world size, on rank 0
-    for (const auto& [world, stage] : std::vector<std::pair<int, int>>{{1, 0}, {3, 1}, {4, 3}}) {
+    for (const auto& sizes : std::vector<std::pair<int, int>>{{1, 0}, {3, 1}, {4, 3}}) {
+      const int world = sizes.first;  // clang 14: CAPTURE's lambda cannot capture a binding
+      const int stage = sizes.second;
       CAPTURE(world);
       CAPTURE(stage);
       test::SubWorld sub(world);

@@ -118,7 +118,9 @@ using Golden = std::vector<std::pair<std::int64_t, double>>;
 
 void checkGolden(const SchedulerConfig& s, double baseLr, const Golden& golden) {
   LrSchedule lr = LrSchedule::fromConfig(s, baseLr);
-  for (const auto& [step, value] : golden) {
+  for (const auto& point : golden) {
+    const std::int64_t step = point.first;  // clang 14: CAPTURE's lambda cannot capture a binding
+    const double value = point.second;
     CAPTURE(step);
     CHECK(lr.lrAt(step) == value);
   }
@@ -290,7 +292,9 @@ TEST_CASE("WarmupCosineLR with DeepSpeed's defaults, read from a config") {
                          {1000, 2.9999999999999997e-08},
                          {1001, 2.9999999999999997e-08},
                          {5000, 2.9999999999999997e-08}};
-  for (const auto& [step, value] : golden) {
+  for (const auto& point : golden) {
+    const std::int64_t step = point.first;  // clang 14: CAPTURE's lambda cannot capture a binding
+    const double value = point.second;
     CAPTURE(step);
     CHECK(lr.lrAt(step) == value);
     CHECK(lr.lrAt(step) == engineLr(c.scheduler, 3e-4, step));

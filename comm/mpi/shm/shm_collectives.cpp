@@ -290,8 +290,10 @@ void shmAllGather(const ShmContext& c, const Collective& op) {
   for (std::size_t k = 0; k < rounds; ++k) {
     const int h = t.nextHalf();
     const std::size_t from = k * slot;
-    copyBytes(t.staging(me, h), in + from * es,
-              clampLen(op.counts[static_cast<std::size_t>(myWorld)], from, slot) * es);
+    // A rank whose part is shorter than the longest has nothing left to stage in later rounds,
+    // and one with no part at all may pass a null input: no pointer is formed past its end.
+    const std::size_t mine = clampLen(op.counts[static_cast<std::size_t>(myWorld)], from, slot);
+    if (mine > 0) copyBytes(t.staging(me, h), in + from * es, mine * es);
     t.barrier(c.deadline, c.what);  // every local rank's part of this round is staged
     for (int j = 0; j < L; ++j) {
       if (j == me) continue;
