@@ -18,10 +18,12 @@ set(ZRT_TEST_TIMEOUT_MAX 120)
 # sets this for its release tree when its ASan + UBSan pass follows) leaves to that tree what it
 # runs whole: the programs of zrt_add_test and zrt_add_mpi_test (all but GPU tests, on every rank
 # count but the 4 ranks that tree leaves out) are not registered here, nor built unless another
-# test runs them (zrt_test_program_needed). The tests this tree still runs are the ones only an
-# optimised, uninstrumented build can run or the sanitizer tree runs in part: the GPU tests, the
-# 4-rank runs, the benchmarks, the install and Python package tests, the command-line tools'
-# tests. Every test runs once in all; scripts/build.sh builds and registers every one.
+# test runs them (zrt_test_program_needed); nor are the tests registered with add_test that the
+# sanitizer tree runs the same (their sites test ZRT_SANITIZED_ELSEWHERE). The tests this tree
+# still runs are the ones only an optimised, uninstrumented build can run or the sanitizer tree
+# runs in part: the GPU tests, the 4-rank runs, the benchmarks, the install and Python package
+# tests, zrt-train's equivalence, checkpoint and strict checks whole. Every test runs once at
+# least; scripts/build.sh builds and registers every one.
 option(ZRT_SANITIZED_ELSEWHERE
        "Leave the doctest programs a sanitizer tree also runs to that tree (run-tests.sh)" OFF)
 
