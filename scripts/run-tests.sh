@@ -153,7 +153,7 @@ if [ "${ZRT_SKIP_SANITIZE:-0}" != 1 ]; then
   # A unity build, as scripts/build.sh's.
   # Compiled by clang (the fuzz tree's compiler): with ASan and UBSan it compiled this tree in 940 s
   # of CPU where GCC took 1396 (docs/operations.md). The release tree stays GCC's, Debian's
-  # compiler, so both compilers build every file of the library and its tests.
+  # compiler: both compilers build the library and the tools, clang every test program.
   cmake -S . -B build-sanitize -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DZRT_SANITIZE=ON -DZRT_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 "${launcher[@]}"
