@@ -26,6 +26,11 @@ set(ZRT_TEST_TIMEOUT_MAX 120)
 # least; scripts/build.sh builds and registers every one.
 option(ZRT_SANITIZED_ELSEWHERE
        "Leave the doctest programs a sanitizer tree also runs to that tree (run-tests.sh)" OFF)
+if(ZRT_SANITIZED_ELSEWHERE)
+  # Said at configure time: this tree's ctest alone is not the whole suite.
+  message(STATUS "ZRT_SANITIZED_ELSEWHERE: tests a sanitizer tree runs are not built or registered "
+                 "here; run that tree's suite too (scripts/run-tests.sh does)")
+endif()
 
 execute_process(COMMAND id -u OUTPUT_VARIABLE ZRT_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
 # --bind-to none: each rank runs helper threads (communication progress, copy engines, I/O
