@@ -48,26 +48,17 @@ if(ZRT_MPI_SINGLE_COPY)
   list(APPEND ZRT_MPIEXEC_FLAGS --mca btl_vader_single_copy_mechanism ${ZRT_MPI_SINGLE_COPY})
 endif()
 
-# Environment for every test. Slow unwinding on malloc gives LeakSanitizer whole stacks through
-# Open MPI's plugins, so tests/support/lsan.supp can name the library that holds a leak.
+# Environment for every test. AddressSanitizer keeps its fast unwinder (frame pointers) for the
+# stacks it records on malloc: no report needs a whole stack through Open MPI's plugins, because
+# MpiEnvironment does not track what MPI_Init allocates and checks for leaks before MPI_Finalize,
+# with the check at exit turned off (comm/mpi/mpi_leak_check.h). The slow unwinder, which the
+# programs on MPI used before, cost them four to five times the CPU (docs/operations.md).
 set(ZRT_TEST_ENV
-  "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0"
+  "ASAN_OPTIONS=detect_leaks=1"
   "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/lsan.supp:print_suppressions=0"
   "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
   "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp:second_deadlock_stack=1"
   "OMPI_MCA_rmaps_base_oversubscribe=1")
-# Programs that never start MPI need no Open MPI frames in their stacks, so they keep
-# AddressSanitizer's fast unwinder: the slow one made the 60 of them in the sanitizer suite take
-# 74 s of CPU instead of 34 (docs/operations.md, CI's budget). Their own frames are all built with
-# -fno-omit-frame-pointer, so their reports' stacks stay whole.
-set(ZRT_TEST_ENV_NO_MPI ${ZRT_TEST_ENV})
-list(TRANSFORM ZRT_TEST_ENV_NO_MPI REPLACE "fast_unwind_on_malloc=0" "fast_unwind_on_malloc=1")
-# The doctest programs on MPI (zrt_add_mpi_test) keep the fast unwinder too: their main
-# (tests/support/mpi_test_main.cpp) does not track what MPI's start-up allocates and checks for
-# leaks before MPI_Finalize, with the check at exit turned off, so no report of theirs needs a
-# frame inside Open MPI. The slow unwinder cost them four to five times the CPU (the first case of
-# runtime_engine_offload_test on 2 ranks: 11.8 s against 2.4-4.2 s, docs/operations.md).
-set(ZRT_TEST_ENV_MPI_MAIN ${ZRT_TEST_ENV_NO_MPI})
 
 # zrt_test_timeout(VAR NAME): VAR (a TIMEOUT argument, maybe empty) defaulted to, and checked
 # against, ZRT_TEST_TIMEOUT_MAX. Tests registered with add_test directly give a TIMEOUT of at most
@@ -167,14 +158,14 @@ function(zrt_add_test)
       zrt_shard_args(args ${k} T_ARGS T_SANITIZE_SHARDS)
       add_test(NAME ${T_NAME}_shard${k} COMMAND ${T_NAME} ${args})
       set_tests_properties(${T_NAME}_shard${k} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-                           ENVIRONMENT "${ZRT_TEST_ENV_NO_MPI}" SKIP_RETURN_CODE 77
+                           ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77
                            FAIL_REGULAR_EXPRESSION "${ZRT_EMPTY_SHARD_REGEX}")
     endforeach()
     return()
   endif()
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-                       ENVIRONMENT "${ZRT_TEST_ENV_NO_MPI}" SKIP_RETURN_CODE 77)
+                       ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77)
 endfunction()
 
 function(zrt_add_mpi_test)
@@ -225,7 +216,7 @@ function(zrt_add_mpi_test)
                  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZRT_MPIEXEC_FLAGS}
                          ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${args})
         set_tests_properties(${t} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
-                             PROCESSORS ${np} ENVIRONMENT "${ZRT_TEST_ENV_MPI_MAIN}" SKIP_RETURN_CODE 77
+                             PROCESSORS ${np} ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77
                              FAIL_REGULAR_EXPRESSION "${ZRT_EMPTY_SHARD_REGEX}")
       endforeach()
     endforeach()
@@ -237,6 +228,6 @@ function(zrt_add_mpi_test)
                      ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
     set_tests_properties(${T_NAME}_np${np} PROPERTIES TIMEOUT ${T_TIMEOUT}
                          LABELS "mpi;${T_LABELS}" PROCESSORS ${np}
-                         ENVIRONMENT "${ZRT_TEST_ENV_MPI_MAIN}" SKIP_RETURN_CODE 77)
+                         ENVIRONMENT "${ZRT_TEST_ENV}" SKIP_RETURN_CODE 77)
   endforeach()
 endfunction()

@@ -179,13 +179,14 @@ if [ "${ZRT_SKIP_TSAN:-0}" != 1 ]; then
 fi
 
 if [ "${ZRT_SKIP_FUZZ:-0}" != 1 ]; then
-  # libFuzzer is clang's; the fuzz build compiles zrt_core and the checkpoint readers only.
+  # libFuzzer is clang's; the fuzz build compiles zrt_core and the checkpoint readers only, at
+  # -O1 (as OSS-Fuzz builds its targets): the runs are short and look for errors, not speed.
   echo "== each fuzz target for ${ZRT_FUZZ_SECONDS:-10} s on its seed corpus (tests/fuzz)"
   phase "build: fuzz targets (build-fuzz)"
   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DZRT_FUZZ=ON \
     -DZRT_FUZZ_SECONDS="${ZRT_FUZZ_SECONDS:-10}" -DZRT_CUDA=OFF -DZRT_BUILD_TOOLS=OFF -DCMAKE_UNITY_BUILD=ON \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${launcher[@]}"
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "${launcher[@]}"
   cmake --build build-fuzz -j "$jobs" --target zrt_fuzz_targets
   phase "fuzz: each target ${ZRT_FUZZ_SECONDS:-10} s (build-fuzz)"
   run_suite build-fuzz

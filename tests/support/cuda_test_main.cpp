@@ -1,6 +1,6 @@
 // main() of GPU test programs: exits 77, which ctest reports as skipped, when this build has no
 // CUDA or no CUDA device answers; otherwise runs doctest as usual.
-#define DOCTEST_CONFIG_IMPLEMENT
+
 #include <doctest/doctest.h>
 
 #include <cstdio>

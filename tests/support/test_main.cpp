@@ -1,3 +1,4 @@
 // The main() of single-process doctest programs.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+
+int main(int argc, char** argv) { return doctest::Context(argc, argv).run(); }
