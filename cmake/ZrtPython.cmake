@@ -23,10 +23,16 @@ if(NOT ZRT_BUILD_PYTHON STREQUAL "OFF" AND NOT ZRT_SANITIZE AND NOT ZRT_TSAN AND
     set(PYBIND11_FINDPYTHON ON)
     find_package(pybind11 2.6 CONFIG ${_zrt_python_required})
   endif()
-  if(Python_FOUND AND pybind11_FOUND)
+  # DLPack's header (one file, the tensor exchange format torch speaks): Debian's libdlpack-dev.
+  find_path(ZRT_DLPACK_INCLUDE_DIR dlpack/dlpack.h)
+  if(NOT ZRT_DLPACK_INCLUDE_DIR AND _zrt_python_required)
+    message(FATAL_ERROR "ZRT_BUILD_PYTHON=ON: dlpack/dlpack.h not found (Debian: libdlpack-dev, which "
+                        "scripts/install-deps.sh installs; elsewhere set ZRT_DLPACK_INCLUDE_DIR)")
+  endif()
+  if(Python_FOUND AND pybind11_FOUND AND ZRT_DLPACK_INCLUDE_DIR)
     set(ZRT_HAVE_PYTHON ON)
   elseif(ZRT_BUILD_PYTHON STREQUAL "AUTO")
-    message(STATUS "ZRT: the Python package is not built: pybind11 (pybind11-dev) or Python's headers "
-                   "(python3-dev) not found; scripts/install-deps.sh installs both")
+    message(STATUS "ZRT: the Python package is not built: pybind11 (pybind11-dev), Python's headers "
+                   "(python3-dev) or DLPack's (libdlpack-dev) not found; scripts/install-deps.sh installs them")
   endif()
 endif()

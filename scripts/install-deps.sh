@@ -24,6 +24,7 @@ packages=(
   libexpat1-dev                       # zrt-ladder's SVG test parses the chart as XML
   python3 python3-torch python3-numpy # test oracle (torch.optim)
   python3-dev pybind11-dev            # the zrt Python package (python/): headers, pybind11
+  libdlpack-dev                       # the zrt Python package: DLPack, how torch tensors cross
   python3-venv python3-yaml python3-requests python3-psutil  # the tests' venv (below)
   fio                                 # offload benchmark reference
   clang libclang-rt-dev libomp-dev    # fuzz targets: libFuzzer (clang's runtime), OpenMP for clang

@@ -3,6 +3,7 @@
 // errno) over Python buffers, for zrt.ops.AsyncIO (DeepSpeed's aio handle).
 // A buffer or offset O_DIRECT cannot take as it is (a torch tensor is 64-byte aligned, not
 // 4096) goes through an aligned bounce buffer; new_aligned() gives buffers that need none.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cerrno>

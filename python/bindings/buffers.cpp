@@ -54,14 +54,4 @@ BufferView bytesOf(const py::buffer& buffer, const std::string& what, bool writa
   return v;
 }
 
-py::array arrayOver(void* data, DType dtype, const std::vector<std::int64_t>& shape, const py::object& owner) {
-  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
-  switch (dtype) {
-    case DType::F32: return py::array(py::dtype::of<float>(), dims, {}, data, owner);
-    case DType::F16: return py::array(py::dtype("float16"), dims, {}, data, owner);
-    case DType::BF16: break;
-  }
-  return py::array(py::dtype::of<std::int16_t>(), dims, {}, data, owner);
-}
-
 }  // namespace zrt::python

@@ -1,8 +1,10 @@
 // zrt._zrt.Engine: the C++ Engine (runtime/engine.h) for zrt.initialize (python/zrt/engine.py).
 // The Python side registers a torch model's parameters as modules (plain data: names, shapes,
-// initial values as buffers) and drives the micro-step protocol from torch hooks; tensors cross
-// as numpy views of the Engine's memory. MPI is initialised on first use (MPI_THREAD_MULTIPLE)
-// and finalised by zrt's atexit handler, once every Engine is gone.
+// initial values as DLPack capsules) and drives the micro-step protocol from torch hooks; tensors
+// cross through DLPack (python/bindings/dlpack_tensor.h), with no copy either way. MPI is
+// initialised on first use (MPI_THREAD_MULTIPLE) and finalised by zrt's atexit handler, once
+// every Engine is gone.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -31,7 +33,7 @@
 #include <nlohmann/json.hpp>
 #include "runtime/collective_failure.h"
 #include "runtime/engine.h"
-#include "python/bindings/buffers.h"
+#include "python/bindings/dlpack_tensor.h"
 #include "python/bindings/module.h"
 
 namespace py = pybind11;
@@ -73,7 +75,7 @@ namespace {
 struct PyParam {
   std::string name;
   std::vector<std::int64_t> shape;
-  py::buffer values;  // float32, numel elements: the initial value
+  py::object values;  // a DLPack capsule of float32, numel elements: the initial value
   bool trainable = true;
   int group = 0;  // index into the groups the Engine is given
 };
@@ -179,7 +181,7 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
       s.trainable = p.trainable;
       s.group = p.group;
       // Writable: rank 0's values are broadcast into it.
-      const BufferView v = viewOf(p.values, "initial value of " + name + "." + p.name, true, false);
+      const BufferView v = viewOfCapsule(p.values, "initial value of " + name + "." + p.name);
       if (v.dtype != DType::F32)
         ZRT_THROW(InvalidArgument, "initial value of ", name, ".", p.name, " must be float32");
       if (v.numel != numelOf(s))
@@ -194,8 +196,8 @@ LocalModel localModelOf(const std::vector<std::pair<std::string, std::vector<PyP
 }
 
 // The Engine keeps its model (and so the initialisers) for its lifetime but calls each
-// initialiser once, at construction, while the Python buffers are alive (the constructor's
-// argument). After construction the buffers may be gone: `open` is cleared then, and an
+// initialiser once, at construction, while the Python tensors are alive (the constructor's
+// argument). After construction the tensors may be gone: `open` is cleared then, and an
 // initialiser called later throws rather than read freed memory.
 struct SharedInitialValues {
   std::vector<InitialValue> values;
@@ -214,7 +216,7 @@ EngineModel initialisedFrom(LocalModel local, const std::shared_ptr<SharedInitia
       s.init = [shared, at, n, name = std::move(name)](float* out, std::uint64_t numel) {
         if (!shared->open)
           ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name,
-                    " asked for after the Engine's construction (the Python buffers are gone)");
+                    " asked for after the Engine's construction (the Python tensors are gone)");
         if (numel != n || shared->values.at(at).numel != n)
           ZRT_THROW(InvalidArgument, "zrt.initialize: initial value of ", name, " asked for ", numel,
                     " elements (it has ", n, ")");
@@ -330,7 +332,7 @@ class PyEngine {
   py::list views(const std::vector<TensorRef>& refs, const py::object& self) {
     py::list out;
     for (const TensorRef& t : refs) {
-      if (t.data) out.append(arrayOver(t.data, t.dtype, *t.shape, self));
+      if (t.data) out.append(capsuleOver(t.data, t.dtype, *t.shape, self));
       else out.append(py::none());
     }
     return out;
@@ -380,7 +382,7 @@ py::dict reportOf(const StepReport& r) {
 
 void bindEngine(py::module_& m) {
   py::class_<PyParam>(m, "ParamSpec")
-      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::buffer values, bool trainable,
+      .def(py::init([](std::string name, std::vector<std::int64_t> shape, py::object values, bool trainable,
                        int group) {
              return PyParam{std::move(name), std::move(shape), std::move(values), trainable, group};
            }),
@@ -412,17 +414,17 @@ void bindEngine(py::module_& m) {
              return p.views(refs, self);
            })
       .def("release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
-      // Module m's gradients from Python buffers (None for a parameter without one this
+      // Module m's gradients from DLPack capsules (None for a parameter without one this
       // micro-step: zeros), handed on (backwardDone) from where they are: the Engine reads each
       // once, into its bucket, instead of after a copy into its own buffers (a model's worth of
       // memcpy a micro-step, under the GIL).
       .def("report_gradients",
-           [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::buffer>>& grads) {
+           [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::object>>& grads) {
              const std::vector<TensorRef> refs = p.e().gradients(module);
              if (grads.size() != refs.size())
                ZRT_THROW(InvalidArgument, "report_gradients: module ", p.e().moduleName(module), " has ",
                          refs.size(), " parameters, ", grads.size(), " gradients given");
-             // `grads` holds the buffers (and their exporters' memory) until backwardDone returns.
+             // `grads` holds the capsules (and their tensors' memory) until backwardDone returns.
              std::vector<const void*> from(refs.size(), nullptr);
              for (std::size_t i = 0; i < refs.size(); ++i) {
                const TensorRef& t = refs[i];
@@ -432,7 +434,8 @@ void bindEngine(py::module_& m) {
                  std::memset(t.data, 0, bytes);
                  continue;
                }
-               const BufferView g = viewOf(*grads[i], "gradient of " + *t.name, false);
+               const BufferView g =
+                   viewOfCapsule(*grads[i], "gradient of " + p.e().moduleName(module) + "." + *t.name);
                if (g.dtype != t.dtype || g.numel != t.numel)
                  ZRT_THROW(InvalidArgument, "gradient of ", p.e().moduleName(module), ".", *t.name, ": ",
                            g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,

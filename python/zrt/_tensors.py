@@ -1,10 +1,25 @@
-"""Torch tensors as buffers and back, through numpy (the buffer protocol), so that no torch C++
-ABI is involved: any torch the user has works. bf16 has no numpy type: it crosses as int16 bits."""
+"""Torch memory across to the extension with no copy and no torch C++ ABI involved, so any torch
+the user has works. The Engine's tensors cross through DLPack both ways (bf16 as bf16); the
+DeepSpeed-style operators (ops/) take numpy views (the buffer protocol; bf16 as int16 bits)."""
 import torch
+import torch.utils.dlpack
+
+
+def as_capsule(t):
+    """A DLPack capsule sharing `t`'s memory. The extension checks what it holds (a CPU tensor,
+    contiguous, float32/float16/bfloat16) and names the parameter it refused."""
+    return torch.utils.dlpack.to_dlpack(t.detach())
+
+
+def from_capsule(capsule, shape=None):
+    """A torch tensor over the Engine's memory that `capsule` (from the extension) describes,
+    viewed as `shape` where one is given."""
+    t = torch.utils.dlpack.from_dlpack(capsule)
+    return t if shape is None else t.view(shape)
 
 
 def as_buffer(t, what):
-    """A numpy view sharing `t`'s memory (CPU, contiguous)."""
+    """A numpy view sharing `t`'s memory (CPU, contiguous), for the operators."""
     if t.device.type != "cpu":
         raise ValueError(f"{what}: a tensor on {t.device}; this zrt build works on CPU tensors")
     if not t.is_contiguous():
@@ -13,14 +28,6 @@ def as_buffer(t, what):
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy()
     return t.numpy()
-
-
-def from_array(a, dtype, shape):
-    """A torch tensor sharing the memory of numpy array `a` (from the extension), as `dtype`."""
-    t = torch.from_numpy(a)
-    if dtype == torch.bfloat16:
-        t = t.view(torch.bfloat16)
-    return t.view(shape)
 
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -13,7 +13,7 @@ gathers it again before its backward, released when its last gradient has been r
 Gradient hooks collect a module's gradients and hand them to the Engine's buckets
 (report_gradients = gradients + backwardDone) as soon as the module's last one arrives, so
 reduction overlaps the rest of backward.
-Memory crosses as numpy views (the buffer protocol): no torch C++ ABI is linked."""
+Memory crosses through DLPack, with no copy: no torch C++ ABI is linked."""
 import atexit
 import itertools
 import json
@@ -26,7 +26,7 @@ from collections.abc import Mapping, MutableMapping
 import torch
 
 from . import _stage3, _zrt
-from ._tensors import DTYPES, as_buffer, from_array
+from ._tensors import DTYPES, as_capsule, from_capsule
 
 
 _heap_bounded = []
@@ -183,11 +183,10 @@ class Engine:
         groups, group_of = param_groups if param_groups is not None else ([], {})
         specs = []
         for name, _, own in self._mods:
-            specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_buffer(p.detach().float().contiguous(),
-                                                                                 f"parameter {name}.{pname}"),
+            specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_capsule(p.detach().float().contiguous()),
                                                 p.requires_grad, group_of.get(id(p), 0)) for pname, p in own]))
         self._engine = _zrt.Engine(text, source, specs, list(groups))
-        del specs  # numpy views of the parameters' own memory, freed below
+        del specs  # DLPack capsules of the parameters' own memory, freed below
         _live.add(self)
         self._order = next(_created)
         self.stage = self._engine.stage
@@ -271,7 +270,7 @@ class Engine:
     def _bind_views(self, i):
         _, _, own = self._mods[i]
         for (_, p), a in zip(own, self._engine.parameters(i)):
-            p.data = from_array(a, self.dtype, p.shape if p.numel() else a.shape)
+            p.data = from_capsule(a, p.shape if p.numel() else None)
 
     def _check_requires_grad(self, i):
         name, _, own = self._mods[i]
@@ -439,13 +438,13 @@ class Engine:
         if copy or not self._views[i]:
             try:
                 for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
-                    _stage3.set_data(p, from_array(a, self.dtype, shape).clone())
+                    _stage3.set_data(p, from_capsule(a, shape).clone())
             finally:
                 self._engine.release(i)
             self._gathered[i] = "copy"
         else:
             for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
-                _stage3.set_data(p, from_array(a, self.dtype, shape))
+                _stage3.set_data(p, from_capsule(a, shape))
             self._gathered[i] = "view"
         for _, p in own:
             p._zrt.ready = True
@@ -579,7 +578,7 @@ class Engine:
             g = got.get(k)
             if g is not None:
                 g = g.to(self.dtype).contiguous()
-            grads.append(None if g is None else as_buffer(g, f"gradient of {self._mods[i][0]}"))
+            grads.append(None if g is None else as_capsule(g))
         self._engine.report_gradients(i, grads)
         self._reported.add(i)
         # The Engine has the gradients: torch's own copies (p.grad, accumulated after the hook

@@ -1,0 +1,29 @@
+// How torch memory crosses into ZRT and ZRT memory out to torch through DLPack: a capsule from
+// `torch.utils.dlpack.to_dlpack(t)` is read as a pointer, element count, element type and
+// device, with no copy; ZRT memory goes out as a capsule that `torch.utils.dlpack.from_dlpack`
+// turns into a tensor over it, kept alive by an owner object. Neither side links the other's C++
+// ABI: any torch that speaks DLPack (1.10 and later) works, and bf16 crosses as bf16.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "python/bindings/buffers.h"
+
+namespace zrt::python {
+
+// The memory of a DLPack capsule: a C-contiguous tensor of float32, float16 or bfloat16 on the
+// CPU. Throws zrt InvalidArgument naming `what` for anything else (not a capsule, a capsule
+// already consumed, another element type, strides, a tensor on a device this build does not run
+// on). The capsule's owner frees the memory when the capsule goes: hold it while the view is used.
+BufferView viewOfCapsule(const pybind11::object& capsule, const std::string& what);
+
+// A DLPack capsule over `data` (row-major, `shape`), on the CPU, that holds `owner` until the
+// tensor made from it (or the capsule, when none is made) is gone.
+pybind11::capsule capsuleOver(void* data, DType dtype, const std::vector<std::int64_t>& shape,
+                              const pybind11::object& owner);
+
+}  // namespace zrt::python
