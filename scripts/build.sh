@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/build.sh [BUILD_DIR] [extra cmake args...]
+# scripts/build.sh [BUILD_DIR] [extra cmake args...]   (env ZRT_BUILD_TARGETS: only those targets)
 # Configures and builds ZRT. With nvcc on PATH (or in /usr/local/cuda) CUDA is required
 # (ZRT_CUDA=ON) so CUDA code always compiles where the toolkit exists; otherwise AUTO.
 set -euo pipefail
@@ -26,4 +26,8 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRT_CUDA=$cuda -DCMAKE_UNITY_BUILD=ON \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
   "${launcher[@]}" "$@"
-cmake --build "$build" -j "$jobs"
+# ZRT_BUILD_TARGETS (space-separated) builds only those targets, e.g. the extension for a
+# second Python in scripts/gpu-bundle.sh.
+targets=()
+for t in ${ZRT_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$jobs" "${targets[@]}"
