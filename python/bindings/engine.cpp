@@ -460,7 +460,7 @@ class PyEngine {
       ZRT_THROW(InvalidArgument, "report_gradients: module ", e().moduleName(module), " has ",
                 refs.size(), " parameters, ", grads.size(), " gradients given");
     Stream* const engineStream = order_ ? e().gradientStream() : nullptr;
-    if (engineStream) order_->engineAfterTorch(torchStream, *engineStream);
+    if (engineStream) engineAfterTorch(torchStream);
     // `grads` holds the capsules (and their tensors' memory) until backwardDone returns.
     std::vector<const void*> from(refs.size(), nullptr);
     for (std::size_t i = 0; i < refs.size(); ++i) {
@@ -488,6 +488,13 @@ class PyEngine {
     if (engineStream) order_->torchAfterEngine(*engineStream, torchStream);
   }
 
+  // Module m's gathered parameters go back to the Engine, which may gather another module into
+  // their memory at once: torch's kernels still queued to read them (`torchStream`) come first.
+  void release(std::size_t module, std::uintptr_t torchStream) {
+    engineAfterTorch(torchStream);
+    e().release(module);
+  }
+
   // The step; torch's stream (`torchStream`) reads the updated parameters after it.
   StepReport step(std::uintptr_t torchStream) {
     StepReport r = e().step();
@@ -506,6 +513,14 @@ class PyEngine {
                                                      *ncclStream_, MPI_COMM_WORLD);
     order_ = std::make_unique<StreamOrder>(*device_);
 #endif
+  }
+
+  // The Engine's streams that touch memory torch shares wait for the work torch queued so far:
+  // the gradient stream (it reads torch's gradients) and the stream NCCL orders its operations
+  // after (every gather, which may write where torch's kernels still read a released module).
+  void engineAfterTorch(std::uintptr_t torchStream) {
+    if (!order_) return;
+    order_->engineAfterTorch(torchStream, {e().gradientStream(), ncclStream_.get()});
   }
 
   // Torch's stream waits for the Engine's work before it reads what the Engine handed out. The
@@ -601,8 +616,7 @@ void bindEngine(py::module_& m) {
             return self.cast<PyEngine&>().parameters(self, module, torchStream);
           },
           py::arg("module"), py::arg("torch_stream") = 0)
-      .def(
-          "release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
+      .def("release", &PyEngine::release, py::arg("module"), py::arg("torch_stream") = 0, G())
       .def("report_gradients", &PyEngine::reportGradients, py::arg("module"), py::arg("grads"),
            py::arg("torch_stream") = 0)
       .def(

@@ -64,8 +64,11 @@ StreamOrder::StreamOrder(Device& device) {
   events_ = std::make_unique<Events>();
 }
 
-void StreamOrder::engineAfterTorch(std::uintptr_t torchStream, Stream& engine) {
-  order(events_->torchDone.get(), torchsStream(torchStream), enginesStream(engine));
+void StreamOrder::engineAfterTorch(std::uintptr_t torchStream,
+                                   std::initializer_list<Stream*> engine) {
+  ZRT_CHECK_CUDA(cudaEventRecord(events_->torchDone.get(), torchsStream(torchStream)));
+  for (Stream* s : engine)
+    if (s) ZRT_CHECK_CUDA(cudaStreamWaitEvent(enginesStream(*s), events_->torchDone.get(), 0));
 }
 
 void StreamOrder::torchAfterEngine(Stream& engine, std::uintptr_t torchStream) {
@@ -80,7 +83,7 @@ StreamOrder::StreamOrder(Device& device) {
   ZRT_THROW(InvalidArgument, "stream order on ", device.name(), ": this zrt build has no CUDA");
 }
 
-void StreamOrder::engineAfterTorch(std::uintptr_t, Stream&) {}
+void StreamOrder::engineAfterTorch(std::uintptr_t, std::initializer_list<Stream*>) {}
 void StreamOrder::torchAfterEngine(Stream&, std::uintptr_t) {}
 
 #endif

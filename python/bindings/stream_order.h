@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include "core/device.h"
@@ -21,8 +22,9 @@ class StreamOrder {
   StreamOrder(const StreamOrder&) = delete;
   StreamOrder& operator=(const StreamOrder&) = delete;
 
-  // Work queued on `engine` from now on starts after the work queued so far on `torchStream`.
-  void engineAfterTorch(std::uintptr_t torchStream, Stream& engine);
+  // Work queued on each of `engine` (null ones skipped) from now on starts after the work queued
+  // so far on `torchStream`.
+  void engineAfterTorch(std::uintptr_t torchStream, std::initializer_list<Stream*> engine);
   // Work queued on `torchStream` from now on starts after the work queued so far on `engine`.
   void torchAfterEngine(Stream& engine, std::uintptr_t torchStream);
 

@@ -464,7 +464,7 @@ class Engine:
                 for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
                     _stage3.set_data(p, from_capsule(a, shape).clone())
             finally:
-                self._engine.release(i)
+                self._engine.release(i, self._stream())
             self._gathered[i] = "copy"
         else:
             for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
@@ -478,7 +478,7 @@ class Engine:
         viewed is released."""
         self._free(i)
         if self._gathered.pop(i, None) == "view":
-            self._engine.release(i)
+            self._engine.release(i, self._stream())
 
     def _release_all(self):
         for i in list(self._gathered):
