@@ -17,25 +17,6 @@ namespace zrt::python {
 
 namespace {
 
-// A move-only owner of one CUDA event (no timing: recording one costs no clock read).
-class CudaEventOwner {
- public:
-  CudaEventOwner() { ZRT_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~CudaEventOwner() {
-    if (!event_) return;
-    const cudaError_t err = cudaEventDestroy(event_);
-    if (err != cudaSuccess) logError(detail::cat("cudaEventDestroy: ", cudaGetErrorString(err)));
-  }
-  CudaEventOwner(CudaEventOwner&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
-  CudaEventOwner& operator=(CudaEventOwner&&) = delete;
-  CudaEventOwner(const CudaEventOwner&) = delete;
-  CudaEventOwner& operator=(const CudaEventOwner&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
 // Records `event` on `from` and makes `to` wait for it. An event may be recorded again at once:
 // cudaStreamWaitEvent waits for the recording current when it is called, not a later one.
 void order(cudaEvent_t event, cudaStream_t from, cudaStream_t to) {
@@ -49,8 +30,30 @@ cudaStream_t enginesStream(Stream& s) { return static_cast<cudaStream_t>(s.nativ
 }  // namespace
 
 // One event a direction: torch's point that the Engine waits for, and the Engine's that torch
-// waits for.
+// waits for. (The owner is a member class: a type of the anonymous namespace may not be a field
+// of this one, which has external linkage.)
 struct StreamOrder::Events {
+  // A move-only owner of one CUDA event (no timing: recording one costs no clock read).
+  class CudaEventOwner {
+   public:
+    CudaEventOwner() { ZRT_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+    ~CudaEventOwner() {
+      if (!event_) return;
+      const cudaError_t err = cudaEventDestroy(event_);
+      if (err != cudaSuccess) logError(detail::cat("cudaEventDestroy: ", cudaGetErrorString(err)));
+    }
+    CudaEventOwner(CudaEventOwner&& other) noexcept : event_(other.event_) {
+      other.event_ = nullptr;
+    }
+    CudaEventOwner& operator=(CudaEventOwner&&) = delete;
+    CudaEventOwner(const CudaEventOwner&) = delete;
+    CudaEventOwner& operator=(const CudaEventOwner&) = delete;
+    cudaEvent_t get() const { return event_; }
+
+   private:
+    cudaEvent_t event_ = nullptr;
+  };
+
   CudaEventOwner torchDone;
   CudaEventOwner engineDone;
 };
