@@ -177,7 +177,7 @@ class Engine:
         self._engine = None
         self._hooks = []
         self._mods, self._untouched, self._entries = self._engine_modules(model)
-        self.device, device_of = self._model_device()
+        self._device, device_of = self._model_device()
         _bound_heap_growth()
         # Each value is the parameter's own memory for an fp32 CPU model (no copy): the Engine
         # broadcasts rank 0's values into it and reads its initial state from there. A CUDA
@@ -188,7 +188,7 @@ class Engine:
         for name, _, own in self._mods:
             specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_capsule(p.detach().float().contiguous().cpu()),
                                                 p.requires_grad, group_of.get(id(p), 0)) for pname, p in own]))
-        self._engine = _zrt.Engine(text, source, specs, list(groups), device=str(self.device), device_of=device_of)
+        self._engine = _zrt.Engine(text, source, specs, list(groups), device=str(self._device), device_of=device_of)
         del specs  # DLPack capsules of the parameters' own memory, freed below
         _live.add(self)
         self._order = next(_created)
@@ -282,7 +282,7 @@ class Engine:
     def _stream(self):
         """torch's current stream on the model's GPU, as the int the binding orders its own streams
         against (0 for a CPU model)."""
-        return torch_stream(self.device)
+        return torch_stream(self._device)
 
     # ---- stages 0-2: the parameters view the Engine's memory ----
     def _bind_hook(self, i):
@@ -324,7 +324,7 @@ class Engine:
         self._copying = 0  # depth of state_dict calls: gathers are torch copies until it returns
         self._copies = []
         self._user_held = {}  # Engine module -> open zrt.GatheredParameters holding it
-        self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype, device=self.device)
+        self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype, device=self._device)
         self._needs = {}  # id(torch module) -> Engine modules its forward reads
         for _, mod, _, p in _named_parameter_entries(model):
             j = self._owner_of.get(id(p))
