@@ -142,6 +142,10 @@ void Engine::backwardDone(std::size_t module, const std::vector<const void*>& fr
   e.gradients->finished(module, from);
 }
 
+Stream* Engine::gradientStream() const {
+  return impl_->gradients ? impl_->gradients->stream() : nullptr;
+}
+
 // Every rank learns whether any rank misused the API this micro-step, after the collectives
 // every rank posted, and all throw the same error under a headline naming every kind of misuse
 // any rank saw: each rank sends its kinds (a number) and its first misuse's detail.

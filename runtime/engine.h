@@ -128,6 +128,12 @@ class Engine {
   // engine's buffer: a caller whose gradients are already in memory of its own (PyTorch's) need
   // not copy them into gradients(m) first. gradients(m) is still asked for first.
   void backwardDone(std::size_t module, const std::vector<const void*>& from);
+  // The stream on which backwardDone reads the caller's gradients and the gradients(m) it
+  // wrote, where the host cannot read device memory; nullptr on a host device. A caller whose own
+  // stream (torch's) is still writing them makes this one wait for that work through an event
+  // (Stream::waitEvent), not a device-wide synchronisation. The Engine's calls return with their
+  // device work on the caller's memory finished (they wait for it themselves).
+  Stream* gradientStream() const;
   // Finishes the micro-step's reductions; throws on every rank when any rank misused the API.
   void endMicroStep();
   // At the accumulation boundary: clip, step the optimizer (or skip on overflow), gather.

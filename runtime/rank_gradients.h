@@ -56,6 +56,9 @@ class RankGradients {
   GradientShard forOptimizer(Device& device, Stream* copies) const;
   // The offloaded optimizer's host shard: its gradients, then the update written over them.
   char* hostShard() const { return b_.hostShard; }
+  // The stream that reads a caller's gradients (finished's `from`) and runs the kernels; null on
+  // the host device.
+  Stream* stream() const { return stream_.get(); }
 
  private:
   const ModelLayout& layout_;

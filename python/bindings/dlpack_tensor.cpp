@@ -19,6 +19,8 @@ std::string deviceName(const DLDevice& d) {
     case kDLCPU: return "cpu";
     case kDLCUDA: return "cuda:" + std::to_string(d.device_id);
     case kDLCUDAHost: return "cuda pinned host memory";
+    case kDLCUDAManaged:
+      return "cuda managed memory (device " + std::to_string(d.device_id) + ")";
     default: return "DLPack device type " + std::to_string(static_cast<int>(d.device_type));
   }
 }
@@ -61,7 +63,8 @@ void deleteExported(DLManagedTensor* self) {
 
 }  // namespace
 
-BufferView viewOfCapsule(const py::object& object, const std::string& what) {
+BufferView viewOfCapsule(const py::object& object, const std::string& what,
+                         const TensorPlace& place) {
   if (!PyCapsule_CheckExact(object.ptr()))
     ZRT_THROW(InvalidArgument, what, ": expected a DLPack capsule (torch.utils.dlpack.to_dlpack(t)), got ",
               std::string(py::str(py::type::of(object).attr("__name__"))));
@@ -71,8 +74,14 @@ BufferView viewOfCapsule(const py::object& object, const std::string& what) {
     ZRT_THROW(InvalidArgument, what, ": the DLPack capsule was already consumed (make a new one per call)");
   }
   const DLTensor& t = managed->dl_tensor;
-  if (t.device.device_type != kDLCPU)
-    ZRT_THROW(InvalidArgument, what, ": a tensor on ", deviceName(t.device), "; this zrt build works on CPU tensors");
+  // Managed memory is refused, not read: the Engine's copies and NCCL would take it, but where it
+  // migrates between the host and the GPU is torch's business, and nothing here has run on it.
+  const bool there = place.cuda
+                         ? t.device.device_type == kDLCUDA && t.device.device_id == place.index
+                         : t.device.device_type == kDLCPU;
+  if (!there)
+    ZRT_THROW(InvalidArgument, what, ": a tensor on ", deviceName(t.device),
+              "; the engine works on ", place.name(), " tensors");
   BufferView v;
   v.dtype = dtypeOf(t.dtype, what);
   v.numel = 1;
@@ -90,13 +99,14 @@ BufferView viewOfCapsule(const py::object& object, const std::string& what) {
   return v;
 }
 
-py::capsule capsuleOver(void* data, DType dtype, const std::vector<std::int64_t>& shape, const py::object& owner) {
+py::capsule capsuleOver(void* data, DType dtype, const std::vector<std::int64_t>& shape,
+                        const py::object& owner, const TensorPlace& place) {
   auto exported = std::make_unique<Exported>();
   exported->shape = shape;
   exported->owner = owner;
   DLTensor& t = exported->managed.dl_tensor;
   t.data = data;
-  t.device = DLDevice{kDLCPU, 0};
+  t.device = place.cuda ? DLDevice{kDLCUDA, place.index} : DLDevice{kDLCPU, 0};
   t.ndim = static_cast<std::int32_t>(exported->shape.size());
   t.dtype = DLDataType{static_cast<std::uint8_t>(dtype == DType::BF16 ? kDLBfloat : kDLFloat),
                        static_cast<std::uint8_t>(8 * dtypeSize(dtype)), 1};

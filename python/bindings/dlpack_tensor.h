@@ -15,15 +15,25 @@
 
 namespace zrt::python {
 
-// The memory of a DLPack capsule: a C-contiguous tensor of float32, float16 or bfloat16 on the
-// CPU. Throws zrt InvalidArgument naming `what` for anything else (not a capsule, a capsule
-// already consumed, another element type, strides, a tensor on a device this build does not run
-// on). The capsule's owner frees the memory when the capsule goes: hold it while the view is used.
-BufferView viewOfCapsule(const pybind11::object& capsule, const std::string& what);
+// Where a tensor's memory lives: host memory, or the memory of GPU `index` (torch's
+// cuda:<index>, DLPack's kDLCUDA with that device_id).
+struct TensorPlace {
+  bool cuda = false;
+  int index = 0;
+  std::string name() const { return cuda ? "cuda:" + std::to_string(index) : "cpu"; }
+};
 
-// A DLPack capsule over `data` (row-major, `shape`), on the CPU, that holds `owner` until the
+// The memory of a DLPack capsule: a C-contiguous tensor of float32, float16 or bfloat16 at
+// `place`. Throws zrt InvalidArgument naming `what` for anything else (not a capsule, a capsule
+// already consumed, another element type, strides, a tensor elsewhere: another GPU, CUDA managed
+// or pinned memory, another device type). The capsule's owner frees the memory when the capsule
+// goes: hold it while the view is used.
+BufferView viewOfCapsule(const pybind11::object& capsule, const std::string& what,
+                         const TensorPlace& place = {});
+
+// A DLPack capsule over `data` (row-major, `shape`) at `place` that holds `owner` until the
 // tensor made from it (or the capsule, when none is made) is gone.
 pybind11::capsule capsuleOver(void* data, DType dtype, const std::vector<std::int64_t>& shape,
-                              const pybind11::object& owner);
+                              const pybind11::object& owner, const TensorPlace& place = {});
 
 }  // namespace zrt::python

@@ -4,16 +4,23 @@
 // cross through DLPack (python/bindings/dlpack_tensor.h), with no copy either way. MPI is
 // initialised on first use (MPI_THREAD_MULTIPLE) and finalised by zrt's atexit handler, once
 // every Engine is gone.
+// A model on the GPU (its parameters on cuda:<local rank>) gets an Engine on that GPU, with NCCL
+// carrying the model's data and MPI the agreements; torch's stream and the Engine's are ordered
+// through events (python/bindings/stream_order.h).
+#include "runtime/engine.h"
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <climits>
-#include <exception>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,16 +32,21 @@
 #include "comm/mpi/peer_loss.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
+#include "core/build_config.h"
 #include "core/config/config.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory_ledger.h"
-#include <nlohmann/json.hpp>
-#include "runtime/collective_failure.h"
-#include "runtime/engine.h"
 #include "python/bindings/dlpack_tensor.h"
 #include "python/bindings/module.h"
+#include "python/bindings/stream_order.h"
+#include "runtime/collective_failure.h"
+
+#if ZRT_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#include "core/cuda/cuda_device.h"
+#endif
 
 namespace py = pybind11;
 
@@ -158,6 +170,82 @@ void agreeOnSetUp(std::exception_ptr failure) {
   ZRT_THROW(PeerError, report);
 }
 
+// This rank's place among the ranks of its node: Open MPI's mpirun says it
+// (OMPI_COMM_WORLD_LOCAL_RANK); elsewhere the ranks sharing memory with this one are counted.
+// Collective in that case, on every rank alike (a launcher sets the variable for all or none).
+int nodeLocalRank() {
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"); env && *env)
+    return std::atoi(env);
+  MPI_Comm node = MPI_COMM_NULL;
+  ZRT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int rank = 0;
+  ZRT_CHECK_MPI(MPI_Comm_rank(node, &rank));
+  ZRT_CHECK_MPI(MPI_Comm_free(&node));
+  return rank;
+}
+
+// torch's name of the device a model's parameters are on ("cpu", "cuda:0"), as a TensorPlace.
+TensorPlace placeOf(const std::string& device, const std::string& param) {
+  if (device == "cpu") return {};
+  const std::string prefix = "cuda:";
+  if (device.rfind(prefix, 0) == 0 && device.size() > prefix.size() &&
+      device.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+    return {true, std::atoi(device.c_str() + prefix.size())};
+  ZRT_THROW(InvalidArgument, "zrt.initialize: parameter ", param, " is on ", device,
+            "; zrt trains models on cpu or cuda:<local rank>");
+}
+
+// The device a model on `place` trains on: the config's for a CPU model (whose memory torch must
+// read: the host device), this rank's GPU for a CUDA model, which must be the GPU torch put it on.
+std::unique_ptr<Device> deviceFor(const TensorPlace& place, const std::string& param, int localRank,
+                                  const Config& config, MemoryLedger& ledger) {
+  if (!place.cuda) {
+    auto device = makeDevice(deviceSpec(config), ledger);
+    // The package hands torch the Engine's parameters and gradients as host memory.
+    if (!device->hostReadsDeviceMemory())
+      ZRT_THROW(InvalidArgument, "zrt: zrt.device ", device->name(), " in ", config.source,
+                ": the Python package hands a CPU model the engine's memory directly, so a CPU "
+                "model runs on device host only (move the model to cuda:<local rank> to train on "
+                "the GPU)");
+    return device;
+  }
+#if ZRT_HAVE_CUDA && ZRT_HAVE_NCCL
+  const std::string mine = "cuda:" + std::to_string(localRank);
+  if (place.index != localRank)
+    ZRT_THROW(InvalidArgument, "zrt.initialize: parameter ", param, " is on ", place.name(),
+              "; this rank's engine runs on ", mine,
+              " (the rank's place on its node): move the model to ", mine,
+              " (torch.cuda.set_device(local_rank); model.to(\"cuda\"))");
+  const std::string& asked = config.zrt.device;
+  if (asked != "host" && asked != "cuda" && asked != mine)
+    ZRT_THROW(InvalidArgument, "zrt.initialize: zrt.device ", asked, " in ", config.source,
+              ", but parameter ", param, " is on ", place.name(),
+              ": a CUDA model trains on its own GPU (leave zrt.device out)");
+  return makeDevice(mine, ledger);
+#else
+  (void)localRank;
+  (void)config;
+  (void)ledger;
+  ZRT_THROW(InvalidArgument, "zrt.initialize: parameter ", param, " is on ", place.name(),
+            ", but this zrt build has no CUDA (it was built without the CUDA toolkit and NCCL: "
+            "ZRT_CUDA); train on cpu or rebuild zrt where nvcc and NCCL are installed");
+#endif
+}
+
+// Every rank's model on the same kind of device: the GPU ranks would otherwise wait in NCCL's
+// set-up for ranks that never join it. Collective; every rank raises alike.
+void agreeOnPlace(const TensorPlace& place) {
+  const int mine = place.cuda ? 1 : 0;
+  int lo = 0, hi = 0;
+  ZRT_CHECK_MPI(MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  ZRT_CHECK_MPI(MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (lo == hi) return;
+  comm::markAgreedFailure();
+  ZRT_THROW(InvalidArgument,
+            "zrt.initialize: some ranks' models are on cuda and others' on cpu (this rank's: ",
+            place.name(), "); every rank trains on the same kind of device");
+}
+
 // The model as registered, its initial values still where Python holds them (this rank's own
 // until broadcastFromRankZero makes them rank 0's).
 struct LocalModel {
@@ -232,10 +320,13 @@ class PyEngine {
  public:
   PyEngine(const std::string& configText, const std::string& source,
            const std::vector<std::pair<std::string, std::vector<PyParam>>>& modules,
-           const std::vector<PyGroup>& groups)
-      : comm_((ensurePackageComm(), std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
+           const std::vector<PyGroup>& groups, const std::string& device,
+           const std::string& deviceOf)
+      : comm_((ensurePackageComm(),
+               std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, commOptions()))) {
     std::optional<LocalModel> local;
     std::exception_ptr failure;
+    const int localRank = nodeLocalRank();  // before anything that may fail: it may be collective
     try {
       config_ = parseConfig(configText, source, comm_->size());
       // The C++ Engine's default optimizer is for programs that supply their own; a script
@@ -243,12 +334,10 @@ class PyEngine {
       if (!config_.optimizer.present)
         ZRT_THROW(InvalidArgument, "zrt.initialize: ", source, " has no optimizer section: give one (\"optimizer\": "
                   "{\"type\": \"AdamW\", \"params\": {\"lr\": ...}}); ZRT runs Adam, AdamW and SGD");
-      device_ = makeDevice(deviceSpec(config_), ledger_);
-      // The package hands torch the Engine's parameters and gradients as host memory.
-      if (!device_->hostReadsDeviceMemory())
-        ZRT_THROW(InvalidArgument, "zrt: zrt.device ", device_->name(), " in ", config_.source,
-                  ": the Python package hands torch the engine's memory directly, so it runs on "
-                  "device host only for now (the C++ Engine takes this device; issue 30)");
+      place_ = placeOf(device, deviceOf);
+      device_ = deviceFor(place_, deviceOf, localRank, config_, ledger_);
+      // The initial values are host memory even for a CUDA model (Python copies them there for
+      // the set-up): MPI broadcasts them and the initialisers read them on the host.
       local.emplace(localModelOf(modules, groups));
     } catch (...) {
       failure = std::current_exception();
@@ -258,11 +347,15 @@ class PyEngine {
       agreeOnSetUp(failure);
     }
     py::gil_scoped_release unlocked;
+    agreeOnPlace(place_);
+    if (place_.cuda) connectGpu();
     broadcastFromRankZero(local->values);
     auto shared = std::make_shared<SharedInitialValues>();
     EngineModel model = initialisedFrom(std::move(*local), shared);
     try {
-      engine_ = std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
+      engine_ = nccl_
+                    ? std::make_unique<Engine>(config_, *device_, *comm_, *nccl_, std::move(model))
+                    : std::make_unique<Engine>(config_, *device_, *comm_, std::move(model));
     } catch (...) {
       shared->open = false;
       throw;
@@ -286,6 +379,8 @@ class PyEngine {
     const comm::CallerLabel label("engine.close() at the program's exit (a tensor still views the engine)",
                                   comm::CallKind::Closing);
     engine_.reset();
+    order_.reset();
+    nccl_.reset();
     comm_.reset();
   }
   bool holdsCommunicator() const { return comm_ != nullptr; }
@@ -319,6 +414,8 @@ class PyEngine {
       PyEngine* self;
       ~Unwound() {
         self->engine_.reset();
+        self->order_.reset();
+        self->nccl_.reset();
         self->comm_.reset();
       }
     };
@@ -332,17 +429,117 @@ class PyEngine {
   py::list views(const std::vector<TensorRef>& refs, const py::object& self) {
     py::list out;
     for (const TensorRef& t : refs) {
-      if (t.data) out.append(capsuleOver(t.data, t.dtype, *t.shape, self));
+      if (t.data)
+        out.append(capsuleOver(t.data, t.dtype, *t.shape, self, place_));
       else out.append(py::none());
     }
     return out;
   }
 
+  // Module m's parameters for torch, whose stream (`torchStream`, 0 for a CPU model) reads them
+  // after the gather.
+  py::list parameters(const py::object& self, std::size_t module, std::uintptr_t torchStream) {
+    std::vector<TensorRef> refs;
+    {
+      py::gil_scoped_release unlocked;
+      refs = e().parameters(module);
+      torchAfterEngine(torchStream);
+    }
+    return views(refs, self);
+  }
+
+  // Module m's gradients from DLPack capsules (None for a parameter without one this
+  // micro-step: zeros), handed on (backwardDone) from where they are: the Engine reads each
+  // once, into its bucket, instead of after a copy into its own buffers (a model's worth of
+  // memcpy a micro-step, under the GIL). On a GPU the Engine's stream first waits for torch's,
+  // which wrote them, and torch's waits for the Engine's reads before it may reuse their memory.
+  void reportGradients(std::size_t module, const std::vector<std::optional<py::object>>& grads,
+                       std::uintptr_t torchStream) {
+    const std::vector<TensorRef> refs = e().gradients(module);
+    if (grads.size() != refs.size())
+      ZRT_THROW(InvalidArgument, "report_gradients: module ", e().moduleName(module), " has ",
+                refs.size(), " parameters, ", grads.size(), " gradients given");
+    Stream* const engineStream = order_ ? e().gradientStream() : nullptr;
+    if (engineStream) engineAfterTorch(torchStream);
+    // `grads` holds the capsules (and their tensors' memory) until backwardDone returns.
+    std::vector<const void*> from(refs.size(), nullptr);
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      const TensorRef& t = refs[i];
+      if (!t.data) continue;  // frozen
+      const std::size_t bytes = t.numel * dtypeSize(t.dtype);
+      if (!grads[i]) {
+        // The Engine reads gradients(m) on its gradient stream: zeros queued there come first.
+        if (engineStream)
+          device_->memsetAsync(t.data, 0, bytes, *engineStream);
+        else
+          std::memset(t.data, 0, bytes);
+        continue;
+      }
+      const BufferView g =
+          viewOfCapsule(*grads[i], "gradient of " + e().moduleName(module) + "." + *t.name, place_);
+      if (g.dtype != t.dtype || g.numel != t.numel)
+        ZRT_THROW(InvalidArgument, "gradient of ", e().moduleName(module), ".", *t.name, ": ",
+                  g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,
+                  " of ", nameOf(t.dtype));
+      from[i] = g.data;
+    }
+    py::gil_scoped_release unlocked;
+    e().backwardDone(module, from);
+    if (engineStream) order_->torchAfterEngine(*engineStream, torchStream);
+  }
+
+  // Module m's gathered parameters go back to the Engine, which may gather another module into
+  // their memory at once: torch's kernels still queued to read them (`torchStream`) come first.
+  void release(std::size_t module, std::uintptr_t torchStream) {
+    engineAfterTorch(torchStream);
+    e().release(module);
+  }
+
+  // The step; torch's stream (`torchStream`) reads the updated parameters after it.
+  StepReport step(std::uintptr_t torchStream) {
+    StepReport r = e().step();
+    torchAfterEngine(torchStream);
+    return r;
+  }
+
  private:
+  // A CUDA model's data communicator: NCCL over the same ranks, on a stream of its own that it
+  // orders after (comm/nccl/nccl_communicator.h); and the events that order torch's stream with
+  // the Engine's. Collective (NCCL's set-up), after every rank's set-up succeeded.
+  void connectGpu() {
+#if ZRT_HAVE_NCCL
+    ncclStream_ = device_->createStream();
+    nccl_ = std::make_unique<comm::NcclCommunicator>(dynamic_cast<CudaDevice&>(*device_),
+                                                     *ncclStream_, MPI_COMM_WORLD);
+    order_ = std::make_unique<StreamOrder>(*device_);
+#endif
+  }
+
+  // The Engine's streams that touch memory torch shares wait for the work torch queued so far:
+  // the gradient stream (it reads torch's gradients) and the stream NCCL orders its operations
+  // after (every gather, which may write where torch's kernels still read a released module).
+  void engineAfterTorch(std::uintptr_t torchStream) {
+    if (!order_) return;
+    order_->engineAfterTorch(torchStream, {e().gradientStream(), ncclStream_.get()});
+  }
+
+  // Torch's stream waits for the Engine's work before it reads what the Engine handed out. The
+  // Engine's calls return with that work finished (they wait for it on the host), so this orders
+  // torch after it on the device too, at the cost of one event, never a device synchronisation.
+  void torchAfterEngine(std::uintptr_t torchStream) {
+    if (!order_) return;
+    if (Stream* s = e().gradientStream()) order_->torchAfterEngine(*s, torchStream);
+  }
+
   std::unique_ptr<comm::MpiCommunicator> comm_;
   Config config_;
   MemoryLedger ledger_;
+  TensorPlace place_;  // where the model's tensors are: what the capsules, both ways, hold
   std::unique_ptr<Device> device_;
+  // A CUDA model's: the NCCL stream outlives the communicator that orders after it.
+  std::unique_ptr<Stream> ncclStream_;
+  std::unique_ptr<comm::Communicator> nccl_;
+  std::unique_ptr<StreamOrder> order_;
   std::unique_ptr<Engine> engine_;
 };
 
@@ -391,101 +588,90 @@ void bindEngine(py::module_& m) {
   // Collective calls release the GIL: a rank's other Python threads (a data loader) go on.
   using G = py::call_guard<py::gil_scoped_release>;
   py::class_<PyEngine, std::unique_ptr<PyEngine, LeakAfterPeerLoss>>(m, "Engine")
+      // device: torch's name of the device the model's parameters are on ("cpu", "cuda:0");
+      // device_of: the parameter named where that device is refused.
       .def(py::init<const std::string&, const std::string&,
-                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&, const std::vector<PyGroup>&>(),
-           py::arg("config_text"), py::arg("source"), py::arg("modules"), py::arg("groups") = std::vector<PyGroup>())
+                    const std::vector<std::pair<std::string, std::vector<PyParam>>>&,
+                    const std::vector<PyGroup>&, const std::string&, const std::string&>(),
+           py::arg("config_text"), py::arg("source"), py::arg("modules"),
+           py::arg("groups") = std::vector<PyGroup>(), py::arg("device") = "cpu",
+           py::arg("device_of") = "")
       .def_property_readonly("rank", &PyEngine::rank)
       .def_property_readonly("world_size", &PyEngine::worldSize)
       .def_property_readonly("stage", [](PyEngine& p) { return p.e().stage(); })
-      .def_property_readonly("precision", [](PyEngine& p) { return std::string(nameOf(p.e().precision())); })
-      .def_property_readonly("accumulation_steps", [](PyEngine& p) { return p.e().accumulationSteps(); })
+      .def_property_readonly("precision",
+                             [](PyEngine& p) { return std::string(nameOf(p.e().precision())); })
+      .def_property_readonly("accumulation_steps",
+                             [](PyEngine& p) { return p.e().accumulationSteps(); })
       .def_property_readonly("num_modules", [](PyEngine& p) { return p.e().numModules(); })
       .def("gradient_seed", [](PyEngine& p) { return p.e().gradientSeed(); })
       .def("loss_scale", [](PyEngine& p) { return p.e().lossScale(); })
-      .def("begin_micro_step", [](PyEngine& p) { p.e().beginMicroStep(); }, G())
-      .def("parameters",
-           [](py::object self, std::size_t module) {
-             PyEngine& p = self.cast<PyEngine&>();
-             std::vector<TensorRef> refs;
-             {
-               py::gil_scoped_release unlocked;
-               refs = p.e().parameters(module);
-             }
-             return p.views(refs, self);
-           })
-      .def("release", [](PyEngine& p, std::size_t module) { p.e().release(module); }, G())
-      // Module m's gradients from DLPack capsules (None for a parameter without one this
-      // micro-step: zeros), handed on (backwardDone) from where they are: the Engine reads each
-      // once, into its bucket, instead of after a copy into its own buffers (a model's worth of
-      // memcpy a micro-step, under the GIL).
-      .def("report_gradients",
-           [](PyEngine& p, std::size_t module, const std::vector<std::optional<py::object>>& grads) {
-             const std::vector<TensorRef> refs = p.e().gradients(module);
-             if (grads.size() != refs.size())
-               ZRT_THROW(InvalidArgument, "report_gradients: module ", p.e().moduleName(module), " has ",
-                         refs.size(), " parameters, ", grads.size(), " gradients given");
-             // `grads` holds the capsules (and their tensors' memory) until backwardDone returns.
-             std::vector<const void*> from(refs.size(), nullptr);
-             for (std::size_t i = 0; i < refs.size(); ++i) {
-               const TensorRef& t = refs[i];
-               if (!t.data) continue;  // frozen
-               const std::size_t bytes = t.numel * dtypeSize(t.dtype);
-               if (!grads[i]) {
-                 std::memset(t.data, 0, bytes);
-                 continue;
-               }
-               const BufferView g =
-                   viewOfCapsule(*grads[i], "gradient of " + p.e().moduleName(module) + "." + *t.name);
-               if (g.dtype != t.dtype || g.numel != t.numel)
-                 ZRT_THROW(InvalidArgument, "gradient of ", p.e().moduleName(module), ".", *t.name, ": ",
-                           g.numel, " elements of ", nameOf(g.dtype), "; the engine trains ", t.numel,
-                           " of ", nameOf(t.dtype));
-               from[i] = g.data;
-             }
-             py::gil_scoped_release unlocked;
-             p.e().backwardDone(module, from);
-           })
-      .def("end_micro_step", [](PyEngine& p) { p.e().endMicroStep(); }, G())
-      .def("step",
-           [](PyEngine& p) {
-             StepReport r;
-             {
-               py::gil_scoped_release unlocked;
-               r = p.e().step();
-             }
-             return reportOf(r);
-           })
+      .def(
+          "begin_micro_step", [](PyEngine& p) { p.e().beginMicroStep(); }, G())
+      // torch_stream: torch.cuda.current_stream(device).cuda_stream for a CUDA model (the stream
+      // that reads or wrote the tensors), 0 for a CPU one.
+      .def(
+          "parameters",
+          [](py::object self, std::size_t module, std::uintptr_t torchStream) {
+            return self.cast<PyEngine&>().parameters(self, module, torchStream);
+          },
+          py::arg("module"), py::arg("torch_stream") = 0)
+      .def("release", &PyEngine::release, py::arg("module"), py::arg("torch_stream") = 0, G())
+      .def("report_gradients", &PyEngine::reportGradients, py::arg("module"), py::arg("grads"),
+           py::arg("torch_stream") = 0)
+      .def(
+          "end_micro_step", [](PyEngine& p) { p.e().endMicroStep(); }, G())
+      .def(
+          "step",
+          [](PyEngine& p, std::uintptr_t torchStream) {
+            StepReport r;
+            {
+              py::gil_scoped_release unlocked;
+              r = p.step(torchStream);
+            }
+            return reportOf(r);
+          },
+          py::arg("torch_stream") = 0)
       .def("abandon", &PyEngine::abandon)
       .def("memory_summary", [](PyEngine& p) { return p.e().memorySummary(); })
       // metadata: a JSON object's text, stored verbatim in the manifest (the package records the
       // model's tied parameter names there: docs/checkpoint.md, "tied").
-      .def("save",
-           [](PyEngine& p, const std::string& dir, const std::string& tag, const std::string& metadata) {
-             nlohmann::json m = nlohmann::json::parse(metadata);
-             py::gil_scoped_release unlocked;
-             p.e().save(dir, tag, m);
-           },
-           py::arg("dir"), py::arg("tag"), py::arg("metadata") = "{}")
-      .def("load", [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); }, G())
-      .def("load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); }, G())
+      .def(
+          "save",
+          [](PyEngine& p, const std::string& dir, const std::string& tag,
+             const std::string& metadata) {
+            nlohmann::json m = nlohmann::json::parse(metadata);
+            py::gil_scoped_release unlocked;
+            p.e().save(dir, tag, m);
+          },
+          py::arg("dir"), py::arg("tag"), py::arg("metadata") = "{}")
+      .def(
+          "load",
+          [](PyEngine& p, const std::string& dir, const std::string& tag) { p.e().load(dir, tag); },
+          G())
+      .def(
+          "load_weights", [](PyEngine& p, const std::string& path) { p.e().loadWeights(path); },
+          G())
       // may_be_missing: "<module>/<param>" names the file may lack (they keep their values).
-      .def("load_weights",
-           [](PyEngine& p, const std::string& path, const std::vector<std::string>& mayBeMissing) {
-             p.e().loadWeights(path, mayBeMissing);
-           },
-           py::arg("path"), py::arg("may_be_missing"), G())
+      .def(
+          "load_weights",
+          [](PyEngine& p, const std::string& path, const std::vector<std::string>& mayBeMissing) {
+            p.e().loadWeights(path, mayBeMissing);
+          },
+          py::arg("path"), py::arg("may_be_missing"), G())
       .def("learning_rates", [](PyEngine& p) { return p.e().learningRates(); })
-      .def("set_learning_rates", [](PyEngine& p, const std::vector<double>& lrs) { p.e().setLearningRates(lrs); },
-           py::arg("per_group"))
-      .def("parameter_values",
-           [](PyEngine& p, std::size_t module, std::size_t param) {
-             std::vector<float> v;
-             {
-               py::gil_scoped_release unlocked;
-               v = p.e().parameterValues(module, param);
-             }
-             return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
-           });
+      .def(
+          "set_learning_rates",
+          [](PyEngine& p, const std::vector<double>& lrs) { p.e().setLearningRates(lrs); },
+          py::arg("per_group"))
+      .def("parameter_values", [](PyEngine& p, std::size_t module, std::size_t param) {
+        std::vector<float> v;
+        {
+          py::gil_scoped_release unlocked;
+          v = p.e().parameterValues(module, param);
+        }
+        return py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
+      });
 
   m.def("peer_lost", [] { return comm::peerLost(); },
         "Whether a peer rank was lost (its process exited while this rank waited for it).");

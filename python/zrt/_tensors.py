@@ -6,8 +6,9 @@ import torch.utils.dlpack
 
 
 def as_capsule(t):
-    """A DLPack capsule sharing `t`'s memory. The extension checks what it holds (a CPU tensor,
-    contiguous, float32/float16/bfloat16) and names the parameter it refused."""
+    """A DLPack capsule sharing `t`'s memory. The extension checks what it holds (a tensor on the
+    engine's device, cpu or its cuda:<local rank>, contiguous, float32/float16/bfloat16) and
+    names the parameter it refused."""
     return torch.utils.dlpack.to_dlpack(t.detach())
 
 
@@ -18,10 +19,18 @@ def from_capsule(capsule, shape=None):
     return t if shape is None else t.view(shape)
 
 
+def torch_stream(device):
+    """The handle of torch's current stream on `device` (an int, cudaStream_t's value), which the
+    extension orders its own streams against through events; 0 for the CPU."""
+    if device.type != "cuda":
+        return 0
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 def as_buffer(t, what):
     """A numpy view sharing `t`'s memory (CPU, contiguous), for the operators."""
     if t.device.type != "cpu":
-        raise ValueError(f"{what}: a tensor on {t.device}; this zrt build works on CPU tensors")
+        raise ValueError(f"{what}: a tensor on {t.device}; the operators (numpy views) take CPU tensors")
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     t = t.detach()

@@ -26,7 +26,7 @@ from collections.abc import Mapping, MutableMapping
 import torch
 
 from . import _stage3, _zrt
-from ._tensors import DTYPES, as_capsule, from_capsule
+from ._tensors import DTYPES, as_capsule, from_capsule, torch_stream
 
 
 _heap_bounded = []
@@ -177,15 +177,18 @@ class Engine:
         self._engine = None
         self._hooks = []
         self._mods, self._untouched, self._entries = self._engine_modules(model)
+        self._device, device_of = self._model_device()
         _bound_heap_growth()
-        # Each value is the parameter's own memory for an fp32 model (no copy): the Engine
-        # broadcasts rank 0's values into it and reads its initial state from there.
+        # Each value is the parameter's own memory for an fp32 CPU model (no copy): the Engine
+        # broadcasts rank 0's values into it and reads its initial state from there. A CUDA
+        # model's values are copied to the host for the set-up (MPI broadcasts them there); the
+        # parameters then view the Engine's GPU memory.
         groups, group_of = param_groups if param_groups is not None else ([], {})
         specs = []
         for name, _, own in self._mods:
-            specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_capsule(p.detach().float().contiguous()),
+            specs.append((name, [_zrt.ParamSpec(pname, list(p.shape), as_capsule(p.detach().float().contiguous().cpu()),
                                                 p.requires_grad, group_of.get(id(p), 0)) for pname, p in own]))
-        self._engine = _zrt.Engine(text, source, specs, list(groups))
+        self._engine = _zrt.Engine(text, source, specs, list(groups), device=str(self._device), device_of=device_of)
         del specs  # DLPack capsules of the parameters' own memory, freed below
         _live.add(self)
         self._order = next(_created)
@@ -251,14 +254,35 @@ class Engine:
                 raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is float64; ZRT trains in "
                                  "fp32, or bf16/fp16 where the config enables it: convert the model first "
                                  "(model.float())")
-            if p.device.type != "cpu":
-                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is on {p.device}; this zrt "
-                                 "build trains CPU tensors")
+            if p.device.type not in ("cpu", "cuda"):
+                raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is on {p.device}; zrt trains "
+                                 "models on cpu or cuda")
             if mods and mods[-1][1] is mod:
                 mods[-1][2].append((pname, p))
             else:
                 mods.append((name or "<root>", mod, [(pname, p)]))
         return mods, untouched, entries
+
+    def _model_device(self):
+        """The one device every trained parameter is on (the Engine's place: cpu, or the GPU the
+        binding checks is this rank's), and the first parameter on it, for the messages."""
+        device, first = None, ""
+        for name, _, own in self._mods:
+            for pname, p in own:
+                qual = _qualified(name if name != "<root>" else "", pname)
+                if device is None:
+                    device, first = p.device, qual
+                elif p.device != device:
+                    raise _zrt_error("InvalidArgument", f"zrt.initialize: parameter {qual} is on {p.device} and "
+                                     f"parameter {first} on {device}: move the model to one device first")
+        if device is not None and device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return (device if device is not None else torch.device("cpu")), first
+
+    def _stream(self):
+        """torch's current stream on the model's GPU, as the int the binding orders its own streams
+        against (0 for a CPU model)."""
+        return torch_stream(self._device)
 
     # ---- stages 0-2: the parameters view the Engine's memory ----
     def _bind_hook(self, i):
@@ -269,7 +293,7 @@ class Engine:
 
     def _bind_views(self, i):
         _, _, own = self._mods[i]
-        for (_, p), a in zip(own, self._engine.parameters(i)):
+        for (_, p), a in zip(own, self._engine.parameters(i, self._stream())):
             p.data = from_capsule(a, p.shape if p.numel() else None)
 
     def _check_requires_grad(self, i):
@@ -300,7 +324,7 @@ class Engine:
         self._copying = 0  # depth of state_dict calls: gathers are torch copies until it returns
         self._copies = []
         self._user_held = {}  # Engine module -> open zrt.GatheredParameters holding it
-        self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype)
+        self._placeholder = torch.full((1,), float("nan"), dtype=self.dtype, device=self._device)
         self._needs = {}  # id(torch module) -> Engine modules its forward reads
         for _, mod, _, p in _named_parameter_entries(model):
             j = self._owner_of.get(id(p))
@@ -434,13 +458,13 @@ class Engine:
         if i in self._gathered:
             return
         _, _, own = self._mods[i]
-        arrays = self._engine.parameters(i)
+        arrays = self._engine.parameters(i, self._stream())
         if copy or not self._views[i]:
             try:
                 for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
                     _stage3.set_data(p, from_capsule(a, shape).clone())
             finally:
-                self._engine.release(i)
+                self._engine.release(i, self._stream())
             self._gathered[i] = "copy"
         else:
             for (_, p), a, shape in zip(own, arrays, self._shapes(i)):
@@ -454,7 +478,7 @@ class Engine:
         viewed is released."""
         self._free(i)
         if self._gathered.pop(i, None) == "view":
-            self._engine.release(i)
+            self._engine.release(i, self._stream())
 
     def _release_all(self):
         for i in list(self._gathered):
@@ -508,7 +532,7 @@ class Engine:
                 index[id(p)] = f"{name}.{pname}"
         for p in params:
             with torch._C.DisableTorchFunction():
-                v = p.data.detach().float().contiguous().clone()
+                v = p.data.detach().float().contiguous().clone().cpu()
             _zrt.comm_broadcast(v.numpy(), source_rank)
             names.append(index[id(p)])
             values.append(v)
@@ -579,7 +603,7 @@ class Engine:
             if g is not None:
                 g = g.to(self.dtype).contiguous()
             grads.append(None if g is None else as_capsule(g))
-        self._engine.report_gradients(i, grads)
+        self._engine.report_gradients(i, grads, self._stream())
         self._reported.add(i)
         # The Engine has the gradients: torch's own copies (p.grad, accumulated after the hook
         # of the module reported before this one ran) go now rather than at the end of backward.
@@ -709,7 +733,7 @@ class Engine:
             return None
         self._micro = 0
         with self._call("step()"):
-            self.last_report = self._engine.step()
+            self.last_report = self._engine.step(self._stream())
         self._steps += 1
         return self.last_report
 

@@ -3,7 +3,8 @@ DLPack, with no copy either way. At stages 0-2 a module's parameters are tensors
 own memory, in its precision (bf16 as bf16, which numpy could not carry); the capsules the Engine
 hands out hold it alive until torch is done with them, and only then let it go; and what the
 Engine refuses to read (not a capsule, one already consumed, a strided tensor, integers) raises
-zrt's InvalidArgument naming the parameter. One process: MPI starts as a singleton."""
+zrt's InvalidArgument naming the parameter, as does a model on a device the Engine does not run
+on. One process: MPI starts as a singleton."""
 import sys
 
 import torch
@@ -85,6 +86,26 @@ for precision, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf1
                   f"{precision}: a gradient {what}: '{msg}' lacks '{needle}' or the parameter's name")
             print(f"{precision}: a gradient {what}: {msg}")
     engine.close()
+
+# Devices, refused before anything is built, naming the parameter: a model on a device zrt does
+# not train on (meta here; mps alike), and, in the binding, a GPU other than this rank's (cuda:0
+# for the one rank here) or, in a build without CUDA, any GPU. (A model on cuda is
+# python_torch_cuda_test's, on a GPU.)
+meta = GPT2().to("meta")
+try:
+    zrt.initialize(model=meta, config=config("fp32"))
+    failures.append("a model on meta was taken")
+except zrt.errors.InvalidArgument as e:
+    check("is on meta" in str(e) and "wte.weight" in str(e), f"a model on meta: '{e}'")
+    print(f"a model on meta: {e}")
+text, source = zrt.engine._config_text(config("fp32"))
+for device, needle in (("cuda:3", "parameter wte.weight is on cuda:3"), ("mps", "parameter wte.weight is on mps")):
+    try:
+        zrt._zrt.Engine(text, source, [], device=device, device_of="wte.weight")
+        failures.append(f"a model on {device} was taken")
+    except zrt.errors.InvalidArgument as e:
+        check(needle in str(e), f"a model on {device}: '{e}' lacks '{needle}'")
+        print(f"a model on {device}: {e}")
 
 if failures:
     sys.exit("; ".join(failures))

@@ -166,4 +166,5 @@ def main():
     print(f"rank {rank}: ok")
 
 
-main()
+if __name__ == "__main__":  # torch_cuda_test.py imports its settings
+    main()

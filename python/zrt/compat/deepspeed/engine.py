@@ -127,7 +127,8 @@ class DeepSpeedEngine(Engine):
 
     @property
     def device(self):
-        return torch.device("cpu")
+        # The model's device, as DeepSpeed's engine.device: cpu, or this rank's GPU.
+        return self._device
 
     def gradient_accumulation_steps(self):
         return self._engine.accumulation_steps
