@@ -25,10 +25,9 @@ if(NOT ZRT_CUDA STREQUAL "OFF")
   check_language(CUDA)
   find_path(ZRT_NCCL_INCLUDE_DIR nccl.h
             HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
-  find_library(ZRT_NCCL_LIBRARY nccl
-               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
-                     ${CUDAToolkit_LIBRARY_ROOT}/lib64)
-  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND ZRT_NCCL_INCLUDE_DIR AND ZRT_NCCL_LIBRARY)
+  # Only NCCL's header: the library is opened at the first NCCL call (comm/nccl/nccl_api.h), so a
+  # program carries no dependency on it and the build machine need not have it.
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND ZRT_NCCL_INCLUDE_DIR)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       # Hopper (H100/H200) is what the project benchmarks on; override for other GPUs.
       set(CMAKE_CUDA_ARCHITECTURES 90)
@@ -47,12 +46,11 @@ if(NOT ZRT_CUDA STREQUAL "OFF")
     if(NOT TARGET zrt_nccl_imported)
       add_library(zrt_nccl_imported INTERFACE IMPORTED GLOBAL)
       target_include_directories(zrt_nccl_imported INTERFACE ${ZRT_NCCL_INCLUDE_DIR})
-      target_link_libraries(zrt_nccl_imported INTERFACE ${ZRT_NCCL_LIBRARY})
     endif()
   elseif(ZRT_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ZRT_CUDA=ON but the CUDA Toolkit is incomplete: toolkit found="
                         "${CUDAToolkit_FOUND}, nvcc='${CMAKE_CUDA_COMPILER}', "
-                        "nccl.h='${ZRT_NCCL_INCLUDE_DIR}', libnccl='${ZRT_NCCL_LIBRARY}'")
+                        "nccl.h='${ZRT_NCCL_INCLUDE_DIR}'")
   endif()
 endif()
 

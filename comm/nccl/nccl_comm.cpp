@@ -14,15 +14,15 @@ NcclComm NcclComm::initRank(int nranks, const ncclUniqueId& id, int rank,
   c.timeout_ = timeout;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  const ncclResult_t rc = ncclCommInitRankConfig(&c.comm_, nranks, id, rank, &config);
+  const ncclResult_t rc = ncclApi().commInitRankConfig(&c.comm_, nranks, id, rank, &config);
   const std::string what = detail::cat("ncclCommInitRankConfig (rank ", rank, " of ", nranks,
                                        "; every rank must join with the same id)");
   if (rc != ncclSuccess && rc != ncclInProgress) {
     // A communicator handed back with a failure is torn down here (its destructor would try to
     // finalise it).
     c.abort();
-    ZRT_THROW(ExternalError, what, " failed: ", ncclGetErrorString(rc), " (",
-              ncclGetLastError(nullptr), ")");
+    ZRT_THROW(ExternalError, what, " failed: ", ncclApi().getErrorString(rc), " (",
+              ncclApi().getLastError(nullptr), ")");
   }
   try {
     c.settle(rc, what.c_str());
@@ -68,8 +68,8 @@ NcclComm& NcclComm::operator=(NcclComm&& o) noexcept {
 void NcclComm::settle(ncclResult_t rc, const char* call) {
   if (rc == ncclSuccess) return;
   if (rc != ncclInProgress)
-    ZRT_THROW(ExternalError, "NCCL call ", call, " failed: ", ncclGetErrorString(rc), " (",
-              ncclGetLastError(comm_), ")");
+    ZRT_THROW(ExternalError, "NCCL call ", call, " failed: ", ncclApi().getErrorString(rc), " (",
+              ncclApi().getLastError(comm_), ")");
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout_;
   // Waits for the call to finish in the background: polls the communicator's state, with a
@@ -77,11 +77,12 @@ void NcclComm::settle(ncclResult_t rc, const char* call) {
   auto sleep = std::chrono::microseconds(1);
   for (;;) {
     ncclResult_t state = ncclInProgress;
-    ZRT_CHECK_NCCL(ncclCommGetAsyncError(comm_, &state));
+    ZRT_CHECK_NCCL(ncclApi().commGetAsyncError(comm_, &state));
     if (state == ncclSuccess) return;
     if (state != ncclInProgress)
-      ZRT_THROW(ExternalError, "NCCL call ", call, " failed in the background: ",
-                ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+      ZRT_THROW(ExternalError, "NCCL call ", call,
+                " failed in the background: ", ncclApi().getErrorString(state), " (",
+                ncclApi().getLastError(comm_), ")");
     if (interrupted_) ZRT_THROW(PeerError, "NCCL call ", call, " interrupted: the communicator is being aborted");
     if (std::chrono::steady_clock::now() > deadline)
       ZRT_THROW(TimeoutError, "NCCL call ", call, " still in progress after ",
@@ -95,16 +96,16 @@ void NcclComm::settle(ncclResult_t rc, const char* call) {
 
 void NcclComm::destroy() {
   if (!comm_) return;
-  settle(ncclCommFinalize(comm_), "ncclCommFinalize");  // a throw leaves comm_ to abort()
+  settle(ncclApi().commFinalize(comm_), "ncclCommFinalize");  // a throw leaves comm_ to abort()
   ncclComm_t c = comm_;
   comm_ = nullptr;
-  ZRT_CHECK_NCCL(ncclCommDestroy(c));
+  ZRT_CHECK_NCCL(ncclApi().commDestroy(c));
 }
 
 void NcclComm::abort() noexcept {
   if (!comm_) return;
-  const ncclResult_t rc = ncclCommAbort(comm_);
-  if (rc != ncclSuccess) logError(detail::cat("ncclCommAbort: ", ncclGetErrorString(rc)));
+  const ncclResult_t rc = ncclApi().commAbort(comm_);
+  if (rc != ncclSuccess) logError(detail::cat("ncclCommAbort: ", ncclApi().getErrorString(rc)));
   comm_ = nullptr;
 }
 

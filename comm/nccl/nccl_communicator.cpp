@@ -25,7 +25,7 @@ ncclUniqueId idFromMpi(MPI_Comm comm) {
   int rank = 0;
   ZRT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   ncclUniqueId id{};
-  if (rank == 0) ZRT_CHECK_NCCL(ncclGetUniqueId(&id));
+  if (rank == 0) ZRT_CHECK_NCCL(ncclApi().getUniqueId(&id));
   ZRT_CHECK_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
   return id;
 }
@@ -45,7 +45,7 @@ int mpiSize(MPI_Comm c) {
 
 ncclUniqueId NcclCommunicator::newUniqueId() {
   ncclUniqueId id{};
-  ZRT_CHECK_NCCL(ncclGetUniqueId(&id));
+  ZRT_CHECK_NCCL(ncclApi().getUniqueId(&id));
   return id;
 }
 
@@ -144,17 +144,17 @@ namespace {
 struct NcclGroup {
   NcclComm& comm;
   bool open = true;
-  explicit NcclGroup(NcclComm& c) : comm(c) { ZRT_CHECK_NCCL(ncclGroupStart()); }
+  explicit NcclGroup(NcclComm& c) : comm(c) { ZRT_CHECK_NCCL(ncclApi().groupStart()); }
   // Launches the group's calls; a nonblocking communicator may finish that in the background.
   void end() {
     open = false;
-    comm.settle(ncclGroupEnd(), "ncclGroupEnd");
+    comm.settle(ncclApi().groupEnd(), "ncclGroupEnd");
   }
   ~NcclGroup() {
     if (!open) return;
-    const ncclResult_t rc = ncclGroupEnd();
+    const ncclResult_t rc = ncclApi().groupEnd();
     if (rc != ncclSuccess && rc != ncclInProgress)
-      logError(detail::cat("ncclGroupEnd after a failed call: ", ncclGetErrorString(rc)));
+      logError(detail::cat("ncclGroupEnd after a failed call: ", ncclApi().getErrorString(rc)));
   }
 };
 
@@ -169,24 +169,25 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
   auto* out = static_cast<char*>(op.recv);
   switch (op.kind) {
     case OpKind::Barrier:
-      comm_.settle(ncclAllReduce(barrierScratch_.data(), barrierScratch_.data(), 1, ncclFloat32,
-                                 ncclSum, c, stream),
+      comm_.settle(ncclApi().allReduce(barrierScratch_.data(), barrierScratch_.data(), 1,
+                                       ncclFloat32, ncclSum, c, stream),
                    "ncclAllReduce (barrier)");
       return;
     case OpKind::AllReduce:
-      comm_.settle(ncclAllReduce(op.send, op.recv, op.count, type, ncclSum, c, stream),
+      comm_.settle(ncclApi().allReduce(op.send, op.recv, op.count, type, ncclSum, c, stream),
                    "ncclAllReduce");
       return;
     case OpKind::Broadcast:
-      comm_.settle(ncclBroadcast(op.recv, op.recv, op.count, type, op.root, c, stream),
+      comm_.settle(ncclApi().broadcast(op.recv, op.recv, op.count, type, op.root, c, stream),
                    "ncclBroadcast");
       return;
     case OpKind::ReduceScatter: {
       const bool equal = std::all_of(op.counts.begin(), op.counts.end(),
                                      [&](std::size_t n) { return n == op.counts[0]; });
       if (equal) {
-        comm_.settle(ncclReduceScatter(op.send, op.recv, op.counts[0], type, ncclSum, c, stream),
-                     "ncclReduceScatter");
+        comm_.settle(
+            ncclApi().reduceScatter(op.send, op.recv, op.counts[0], type, ncclSum, c, stream),
+            "ncclReduceScatter");
         return;
       }
       // One reduce per segment, rooted at its owner, issued as one group (calls inside a group
@@ -196,8 +197,8 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
         const std::size_t n = op.counts[static_cast<std::size_t>(r)];
         if (n == 0) continue;
         const char* seg = in + segmentOffset(op, r) * es;
-        ZRT_CHECK_NCCL(ncclReduce(seg, r == rank_ ? op.recv : const_cast<char*>(seg), n, type,
-                                  ncclSum, r, c, stream));
+        ZRT_CHECK_NCCL(ncclApi().reduce(seg, r == rank_ ? op.recv : const_cast<char*>(seg), n, type,
+                                        ncclSum, r, c, stream));
       }
       group.end();
       return;
@@ -207,7 +208,7 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
                          std::all_of(op.counts.begin(), op.counts.end(),
                                      [&](std::size_t n) { return n == op.counts[0]; });
       if (equal) {
-        comm_.settle(ncclAllGather(op.send, op.recv, op.counts[0], type, c, stream),
+        comm_.settle(ncclApi().allGather(op.send, op.recv, op.counts[0], type, c, stream),
                      "ncclAllGather");
         return;
       }
@@ -216,8 +217,8 @@ void NcclCommunicator::enqueueNccl(const Collective& op) {
       for (int r = 0; r < size_; ++r) {
         const std::size_t n = op.counts[static_cast<std::size_t>(r)];
         if (n == 0) continue;
-        ZRT_CHECK_NCCL(ncclBroadcast(r == rank_ ? op.send : nullptr, out + segmentOffset(op, r) * es,
-                                     n, type, r, c, stream));
+        ZRT_CHECK_NCCL(ncclApi().broadcast(r == rank_ ? op.send : nullptr,
+                                           out + segmentOffset(op, r) * es, n, type, r, c, stream));
       }
       group.end();
       return;

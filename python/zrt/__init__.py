@@ -12,8 +12,9 @@ import os
 import sys
 
 # torch first: its libraries (a pip torch 2.x brings its own NCCL and CUDA runtime) must be the
-# ones loaded when the extension below, which is loaded RTLD_GLOBAL and may link the system's
-# NCCL, comes in. The other order gave torch an older libnccl without the symbols it needs
+# ones loaded when the extension below, which is loaded RTLD_GLOBAL, comes in. The extension
+# opens libnccl.so.2 only at its first NCCL call (comm/nccl/nccl_api.h) and then gets torch's;
+# when it linked NCCL, the other order gave torch an older libnccl without the symbols it needs
 # ("libtorch_cuda.so: undefined symbol: ncclCommResume").
 import torch  # noqa: F401
 

@@ -8,16 +8,17 @@
 #include <cuda_runtime_api.h>
 
 #include "core/error.h"
+#include "tools/trainer/model/cuda/cublas_functions.h"
 
-// Every cuBLAS call goes through it: a failure throws ExternalError with file:line, the call's
-// text and cuBLAS's own name for the status.
+// Every cuBLAS call goes through it (and through cublasFunctions(), cublas_functions.h): a failure
+// throws ExternalError with file:line, the call's text and cuBLAS's own name for the status.
 #define ZRT_CHECK_CUBLAS(call)                                                                   \
   do {                                                                                           \
     cublasStatus_t zrt_cublas_status_ = (call);                                                  \
     if (zrt_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                           \
       ZRT_THROW(::zrt::ExternalError, "cuBLAS call `" #call "` failed: ",                        \
-                cublasGetStatusName(zrt_cublas_status_), ": ",                                   \
-                cublasGetStatusString(zrt_cublas_status_));                                      \
+                ::zrt::trainer::cuda::cublasFunctions().getStatusName(zrt_cublas_status_), ": ", \
+                ::zrt::trainer::cuda::cublasFunctions().getStatusString(zrt_cublas_status_));    \
     }                                                                                            \
   } while (0)
 
