@@ -14,14 +14,14 @@ import sys
 import time
 
 
-def missing_module(command):
-    """A Python test's top-level import this interpreter cannot satisfy (transformers in the
-    minimal root), found before the test runs: the test is reported as not run, naming it."""
+def missing_module(command, bundled):
+    """A module a Python test imports (anywhere in it) that neither this interpreter nor the
+    bundle's sources provide (transformers in the minimal root), found before the test runs: the
+    test is reported as not run, naming it."""
     for arg in command:
         if arg.endswith(".py") and os.path.isfile(arg):
-            for module in re.findall(r"^(?:import|from) (\w+)", open(arg).read(), re.M):
-                if importlib.util.find_spec(module) is None and not os.path.isfile(
-                        os.path.join(os.path.dirname(arg), module + ".py")):
+            for module in re.findall(r"^\s*(?:import|from) (\w+)", open(arg).read(), re.M):
+                if module not in bundled and importlib.util.find_spec(module) is None:
                     return module
     return None
 
@@ -32,6 +32,8 @@ def main():
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))
     os.makedirs(log_dir, exist_ok=True)
     failed, counts = [], {"passed": 0, "skipped": 0, "failed": 0}
+    bundled = {f[:-3] for _, _, files in os.walk(os.path.join(bundle, "src")) for f in files
+               if f.endswith(".py")}
     for test in manifest["tests"]:
         if ("cuda" in test["labels"]) != (which == "--cuda"):
             continue
@@ -41,7 +43,7 @@ def main():
             key, _, value = sub(assignment).partition("=")
             env[key] = value if key != "PYTHONPATH" else value + ":" + os.environ.get("PYTHONPATH", "")
         command = [sub(c) for c in test["command"]]
-        module = missing_module(command)
+        module = missing_module(command, bundled)
         if module:
             counts["skipped"] += 1
             print(f"{test['name']}: not run (needs the Python module {module}, which this python3 lacks)")
@@ -55,6 +57,9 @@ def main():
                                     stderr=subprocess.STDOUT, timeout=float(test["timeout"])).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
+            except OSError as e:  # a program the manifest names is not there: the bundle's fault
+                print(f"cannot start {command[0]}: {e}", file=log)
+                rc = f"not started: {e.strerror}"
         seconds = time.monotonic() - start
         skip_code = test.get("skip_code")
         if rc == 0:
