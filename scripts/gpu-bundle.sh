@@ -13,7 +13,7 @@
 #     GPU machine's torch wheels carry them (scripts/gpu-check.sh --bundle finds them there).
 #   - Open MPI's launcher, daemon, plugins and help files, relocated by env.sh (OPAL_PREFIX and
 #     friends; the plm `isolated`, since the GPU machine has no ssh). Plugins for fabrics the
-#     machine has not (UCX, libfabric, verbs, PSM) are left out with their 20 MB of libraries.
+#     machine has not (UCX, libfabric, verbs, PSM) and OpenSHMEM's are left out, with their libraries.
 # Env: ZRT_BUNDLE_BUILD (build tree, default build-bundle), ZRT_BUNDLE_PYTHON (CPython 3.12,
 # default pyenv's).
 set -euo pipefail
