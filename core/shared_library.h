@@ -10,6 +10,15 @@
 #include <string>
 #include <string_view>
 
+// The string a macro expands to: a soname from a header's version macro, and the symbol behind a
+// name the header redefines (cublas_v2.h's cublasSgemm is cublasSgemm_v2).
+#define ZRT_EXPANDED_STRING_(x) #x
+#define ZRT_EXPANDED_STRING(x) ZRT_EXPANDED_STRING_(x)
+// `function` from `library` (a SharedLibrary), typed by the header's declaration of it, so each
+// pointer's signature stays in step with the header the code was built against.
+#define ZRT_LIBRARY_FUNCTION(library, function) \
+  (library).symbol<decltype(&::function)>(ZRT_EXPANDED_STRING(function))
+
 namespace zrt {
 
 class SharedLibrary {

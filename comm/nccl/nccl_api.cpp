@@ -8,9 +8,7 @@ namespace zrt::comm {
 namespace {
 
 // NCCL's soname: its major version has been 2 since 2017, and the header says which.
-#define ZRT_NCCL_STRINGIFY_(x) #x
-#define ZRT_NCCL_STRINGIFY(x) ZRT_NCCL_STRINGIFY_(x)
-constexpr const char* kNcclSoname = "libnccl.so." ZRT_NCCL_STRINGIFY(NCCL_MAJOR);
+constexpr const char* kNcclSoname = "libnccl.so." ZRT_EXPANDED_STRING(NCCL_MAJOR);
 
 struct LoadedNccl {
   SharedLibrary library;
@@ -25,8 +23,7 @@ std::unique_ptr<LoadedNccl> loadNccl() {
       "nvidia-nccl-cu13)");
   const SharedLibrary& lib = nccl->library;
   NcclApi& api = nccl->api;
-  // Each pointer takes its type from the header's declaration of the function it names.
-#define ZRT_NCCL_LOAD(field, function) api.field = lib.symbol<decltype(&::function)>(#function)
+#define ZRT_NCCL_LOAD(field, function) api.field = ZRT_LIBRARY_FUNCTION(lib, function)
   ZRT_NCCL_LOAD(getUniqueId, ncclGetUniqueId);
   ZRT_NCCL_LOAD(commInitRankConfig, ncclCommInitRankConfig);
   ZRT_NCCL_LOAD(commGetAsyncError, ncclCommGetAsyncError);

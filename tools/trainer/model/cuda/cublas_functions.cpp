@@ -7,13 +7,8 @@
 namespace zrt::trainer::cuda {
 namespace {
 
-// Stringifies after expanding macros, so a name cublas_v2.h redefines (cublasSgemm) gives the
-// symbol it stands for ("cublasSgemm_v2"), and CUBLAS_VER_MAJOR its number.
-#define ZRT_CUBLAS_STRINGIFY_(x) #x
-#define ZRT_CUBLAS_STRINGIFY(x) ZRT_CUBLAS_STRINGIFY_(x)
-
 // The soname of the cuBLAS whose header this was built with: its ABI changes with the major.
-constexpr const char* kCublasSoname = "libcublas.so." ZRT_CUBLAS_STRINGIFY(CUBLAS_VER_MAJOR);
+constexpr const char* kCublasSoname = "libcublas.so." ZRT_EXPANDED_STRING(CUBLAS_VER_MAJOR);
 
 struct LoadedCublas {
   SharedLibrary library;
@@ -25,12 +20,12 @@ std::unique_ptr<LoadedCublas> loadCublas() {
   cublas->library = SharedLibrary::open(
       kCublasSoname,
       "it needs libcublasLt beside it; with torch's CUDA wheels both are in "
-      "site-packages/nvidia/cu" ZRT_CUBLAS_STRINGIFY(CUBLAS_VER_MAJOR) "/lib (pip package "
+      "site-packages/nvidia/cu" ZRT_EXPANDED_STRING(CUBLAS_VER_MAJOR) "/lib (pip package "
       "nvidia-cublas), or site-packages/nvidia/cublas/lib before CUDA 13");
   const SharedLibrary& lib = cublas->library;
   CublasFunctions& f = cublas->functions;
-#define ZRT_CUBLAS_LOAD(field, function) \
-  f.field = lib.symbol<decltype(&::function)>(ZRT_CUBLAS_STRINGIFY(function))
+// ZRT_LIBRARY_FUNCTION expands the name first: cublasSgemm loads cublasSgemm_v2.
+#define ZRT_CUBLAS_LOAD(field, function) f.field = ZRT_LIBRARY_FUNCTION(lib, function)
   ZRT_CUBLAS_LOAD(create, cublasCreate);
   ZRT_CUBLAS_LOAD(destroy, cublasDestroy);
   ZRT_CUBLAS_LOAD(setStream, cublasSetStream);
