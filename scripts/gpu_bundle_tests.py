@@ -2,7 +2,8 @@
 
 usage: gpu_bundle_tests.py BUNDLE LOG_DIR (--cuda | --host) [--require-run]
   --cuda: the tests labelled `cuda`; --host: every other listed test.
-  --require-run: a skip counts as a failure (on the GPU machine a cuda test must run).
+  --require-run: a skip, or a test not run for a missing module, counts as a failure (on the
+    GPU machine a cuda test must run).
 One line per test; a log per test in LOG_DIR; exits 1 when any failed, naming them.
 """
 import importlib.util
@@ -45,7 +46,11 @@ def main():
         command = [sub(c) for c in test["command"]]
         module = missing_module(command, bundled)
         if module:
-            counts["skipped"] += 1
+            # Where the tests must run (the cuda tests on the GPU machine), not running fails.
+            verdict = "failed" if require_run else "skipped"
+            counts[verdict] += 1
+            if require_run:
+                failed.append(test["name"])
             print(f"{test['name']}: not run (needs the Python module {module}, which this python3 lacks)")
             continue
         workdir = sub(test["workdir"])
