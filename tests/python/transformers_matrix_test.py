@@ -61,9 +61,11 @@ def opt():
     return transformers.OPTForCausalLM(cfg), lambda m, x: m(input_ids=x, labels=x)
 
 
-def llama():
+def llama(**settings):
+    """`settings`: more LlamaConfig arguments (torch_cuda_llama_test.py asks for eager attention)."""
     cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
+                                   **settings)
     return transformers.LlamaForCausalLM(cfg), lambda m, x: m(input_ids=x, labels=x)
 
 
@@ -187,4 +189,5 @@ def main():
     print(f"rank {rank}: ok: the matrix took {time.monotonic() - start:.1f} s")
 
 
-main()
+if __name__ == "__main__":  # torch_cuda_llama_test.py imports its Llama and config
+    main()
