@@ -74,7 +74,7 @@ cp "$build-cp311"/python/zrt/_zrt.cpython-311*.so "$stage/build/python/zrt/"
 find "$stage/build/python" -name '*.so' -exec strip --strip-debug {} +
 for d in configs tests/support tests/python tests/tools; do place "$root/$d" "$stage/src/$d"; done
 cp "$root/README.md" "$stage/src/"  # python_readme_script_test runs the README's script
-cp "$root"/scripts/{gpu-check.sh,gpu_bundle_tests.py} "$stage/src/scripts/"
+cp "$root"/scripts/{gpu-check.sh,gpu_bundle_tests.py,gpu_figures.py} "$stage/src/scripts/"
 cp /usr/share/common-licenses/GPL-3 "$stage/share/train.txt"  # zrt-train's default text
 
 # 3. Open MPI (Debian's 4.1 with its external PMIx), relocated.

@@ -3,7 +3,8 @@
 # tool's machine: root, nvcc on PATH, no network), within 8 minutes. Two ways:
 #   bash scripts/gpu-check.sh --bundle DIR [--no-gpu] [--libraries-only] [OUT_DIR]
 # runs what scripts/gpu-bundle.sh built here, unpacked in DIR: it needs only the driver and a
-# python3 with torch (its CUDA wheels provide NCCL and cuBLAS). --no-gpu runs the parts that need
+# python3 with torch (its CUDA wheels provide NCCL and cuBLAS). On a GPU it ends with the table
+# of scripts/gpu_figures.py (pinned copies, CUDA AdamW, model FLOP rate, the largest GPT-2 on NVMe). --no-gpu runs the parts that need
 # no GPU (scripts/check-gpu-bundle.sh does, in a minimal Debian root). Otherwise
 #   bash scripts/gpu-check.sh [OUT_DIR]
 # 1. builds with CUDA (ZRT_CUDA=ON, Hopper sm_90) in build-gpu;
@@ -85,13 +86,18 @@ print(":".join(sorted({os.path.dirname(f) for r in roots for n in names
     done
     part trainer-cuda-nvme 90 "${train[@]:0:2}" -np 1 "${train[@]:2}" --config "$bundle/src/configs/stage3_nvme_offload.json" --device cuda
     part optim-bench 60 zrt-optim-bench
+    # Issue 46's figures side by side (scripts/gpu_figures.py): its table ends this script's output.
+    part figures 330 python3 "$bundle/src/scripts/gpu_figures.py" --out "$out/figures" --budget-s 150
   else
     part trainer-host-strict 180 "${train[@]:0:2}" -np 2 "${train[@]:2}" --config "$bundle/src/configs/stage3_nvme_offload.json" --device host-strict
+    # The figures script itself, on the host device with tiny sizes (no GPU figures).
+    part figures-host-check 120 python3 "$bundle/src/scripts/gpu_figures.py" --host-check --out "$out/figures"
   fi
   # 3 min on the 2-core build machine; on the GPU machine's 16 cores it keeps within the 8.
   part host-tests "$([ "$gpu" = 1 ] && echo 240 || echo 900)" "${tests[@]}" "$out/host-tests" --host
   echo "logs in $out" | tee -a "$summary"
   column -t "$summary" 2>/dev/null || cat "$summary"
+  [ -f "$out/figures.log" ] && sed -n '/^GPU figures on/,$p' "$out/figures.log"
   exit "$status"
 fi
 

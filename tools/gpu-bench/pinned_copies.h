@@ -1,0 +1,49 @@
+// ZRT's transfers between device memory and pinned host memory, against the CUDA runtime at its
+// best: the same bytes moved once as ZRT's offload moves them (host memory from
+// Device::allocatePinned, pieces of `chunk` bytes through Device::copyAsync on two of the
+// Device's streams taken in turn, as the swapper's buffers are) and once as one cudaMemcpyAsync
+// of the whole range from cudaMallocHost memory on a stream of its own. The device memory is the
+// same for both. One thread at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace zrt::gpubench {
+
+// Seconds each way took, for one direction.
+struct PairedSeconds {
+  double zrt = 0;
+  double cuda = 0;
+};
+
+class PinnedCopies {
+ public:
+  PinnedCopies(Device& device, std::size_t bytes, std::size_t chunk);
+  ~PinnedCopies();
+  PinnedCopies(const PinnedCopies&) = delete;
+  PinnedCopies& operator=(const PinnedCopies&) = delete;
+
+  PairedSeconds hostToDevice();
+  PairedSeconds deviceToHost();
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  double zrtCopy(bool toDevice);
+  double cudaCopy(bool toDevice);
+
+  Device& device_;
+  std::size_t bytes_;
+  std::size_t chunk_;
+  DeviceMemory deviceMemory_;
+  DeviceMemory zrtHost_;
+  std::unique_ptr<Stream> streams_[2];
+  void* cudaHost_ = nullptr;  // cudaMallocHost
+  cudaStream_t cudaStream_ = nullptr;
+};
+
+}  // namespace zrt::gpubench
