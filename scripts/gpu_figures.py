@@ -149,10 +149,13 @@ def main():
                   Sizes(40, 2560, 32, 1024, 1), Sizes(48, 3072, 32, 1024, 1)]
     rows, failed = [], False
 
-    def row(figure, zrt, yardstick, ratio, bar):
+    def row(figure, zrt, yardstick, ratio, bar, part_failed=False):
         nonlocal failed
-        verdict = "-" if bar is None else ("ok" if ratio is not None and ratio >= bar else "BELOW")
-        failed |= verdict == "BELOW"
+        if part_failed:
+            verdict = "FAILED"
+        else:
+            verdict = "-" if bar is None else ("ok" if ratio >= bar else "BELOW")
+        failed |= verdict in ("FAILED", "BELOW")
         rows.append({"figure": figure, "zrt": zrt, "yardstick": yardstick, "ratio": ratio, "bar": bar,
                      "verdict": verdict})
 
@@ -169,7 +172,7 @@ def main():
                 row(r["figure"], f"{r['zrt']:.1f} {r['unit']}", f"{r['yardstick_rate']:.1f} {r['unit']} "
                     f"({r['yardstick']})", r["ratio"], bar)
         except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
-            row(f"zrt-gpu-bench: {e}", "-", "-", None, 1.0)
+            row(f"zrt-gpu-bench: {e}", "-", "-", None, None, part_failed=True)
 
     cfg = config("stage0.json", flop_model.micro, a.out)
     t = train(a, flop_model, cfg, 8, "flop-rate", 300)
@@ -179,10 +182,12 @@ def main():
         if gemm_rate:
             row(name, f"{rate:.2f} TFLOP/s", f"{gemm_rate:.2f} TFLOP/s (cuBLAS fp32 GEMM {gemm_shape})",
                 rate / gemm_rate, BARS["flops"])
-        else:
+        elif a.host_check:
             row(name, f"{rate:.4f} TFLOP/s", "- (no GPU: --host-check)", None, None)
+        else:
+            row(name, f"{rate:.2f} TFLOP/s", "- (no GEMM rate: zrt-gpu-bench failed)", None, None, part_failed=True)
     else:
-        row(f"{name}: {t.why_not()}", "-", "-", None, BARS["flops"])
+        row(f"{name}: {t.why_not()}", "-", "-", None, BARS["flops"], part_failed=True)
 
     nvme = os.path.join(a.out, "nvme")
     os.makedirs(nvme, exist_ok=True)
@@ -212,7 +217,7 @@ def main():
         row(f"largest GPT-2 on NVMe (ZeRO-3, params+optimizer): {s}, {t.params / 1e6:.4g}M params",
             f"trained, {t.steps[-1]['step_s']:.3g} s/step", stopped, None, None)
     else:
-        row(f"largest GPT-2 on NVMe: none trained ({stopped})", "-", "-", None, 1.0)
+        row(f"largest GPT-2 on NVMe: none trained ({stopped})", "-", "-", None, None, part_failed=True)
 
     with open(os.path.join(a.out, "figures.json"), "w") as f:
         json.dump({"device": a.device, "rows": rows}, f, indent=1)
