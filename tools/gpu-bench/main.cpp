@@ -115,44 +115,40 @@ Plan plan(const Options& o) {
 }
 
 int run(const Options& o, const Plan& p) {
-  const std::size_t copyBytes = p.copyBytes, chunk = p.chunk, params = p.params;
-  const DType gradType = p.gradType;
-  const std::optional<DType> copyType = p.copyType;
-  const GemmShape shape = p.shape;
-  const auto wants = [&](const char* part) { return p.wants(part); };
-
   MemoryLedger ledger("zrt-gpu-bench");
   auto device = makeDevice(o.device, ledger);
   if (device->kind() != DeviceKind::Cuda)
     ZRT_THROW(InvalidArgument, "--device: zrt-gpu-bench measures a GPU, got '", o.device, "'");
   std::vector<Figure> figures;
-  if (wants("copies")) {
-    PinnedCopies copies(*device, copyBytes, chunk);
+  if (p.wants("copies")) {
+    PinnedCopies copies(*device, p.copyBytes, p.chunk);
     std::vector<PairedSeconds> up, down;
-    copies.hostToDevice(), copies.deviceToHost();  // warm-up: first use of each stream and path
+    // Warm-up: the first use of each stream and path.
+    copies.hostToDevice();
+    copies.deviceToHost();
     for (int t = 0; t < o.turns; ++t) {
       up.push_back(copies.hostToDevice());
       down.push_back(copies.deviceToHost());
     }
-    const std::string what = formatBytes(copyBytes) + " in " + formatBytes(chunk) + " pieces";
+    const std::string what = formatBytes(p.copyBytes) + " in " + formatBytes(p.chunk) + " pieces";
     figures.push_back(paired("host to device, " + what, "cudaMemcpyAsync, one call", "GB/s",
-                             static_cast<double>(copyBytes) / 1e9, up));
+                             static_cast<double>(p.copyBytes) / 1e9, up));
     figures.push_back(paired("device to host, " + what, "cudaMemcpyAsync, one call", "GB/s",
-                             static_cast<double>(copyBytes) / 1e9, down));
+                             static_cast<double>(p.copyBytes) / 1e9, down));
   }
-  if (wants("adam")) {
-    AdamVsCopy adam(*device, params, gradType, copyType);
+  if (p.wants("adam")) {
+    AdamVsCopy adam(*device, p.params, p.gradType, p.copyType);
     adam.turn();
     std::vector<PairedSeconds> turns;
     for (int t = 0; t < o.turns; ++t) turns.push_back(adam.turn());
     adam.verify();
-    figures.push_back(paired("CUDA AdamW, " + std::to_string(params) + " params, " + o.gradType +
-                                 " grads" + (copyType ? ", " + o.copy + " copy" : std::string()),
+    figures.push_back(paired("CUDA AdamW, " + std::to_string(p.params) + " params, " + o.gradType +
+                                 " grads" + (p.copyType ? ", " + o.copy + " copy" : std::string()),
                              "device-to-device copy of the same bytes", "GB/s",
                              static_cast<double>(adam.bytesMoved()) / 1e9, turns));
   }
-  if (wants("gemm")) {
-    GemmRate gemm(*device, shape, o.gemmRepeats);
+  if (p.wants("gemm")) {
+    GemmRate gemm(*device, p.shape, o.gemmRepeats);
     gemm.turn();
     std::vector<double> seconds;
     for (int t = 0; t < o.turns; ++t) seconds.push_back(gemm.turn());
