@@ -3,7 +3,8 @@ downloaded; versions pinned in scripts/requirements-test.txt), on 2 ranks (mpiru
 ZeRO stages 0, 1, 2, 3, 3 with parameters and optimizer on the CPU and 3 with both on NVMe,
 against plain torch.optim.AdamW in one process on the same global batch: every step's loss on
 each rank within 1e-5 (relative) of the reference's loss on the same micro-batch, and every
-parameter after the last step within 1e-5 of the reference's (relative to its largest element).
+parameter after the last step within 1e-5 of the reference's (relative to its largest element),
+but for the attention key biases (below).
 
     python3 transformers_matrix_test.py [MODEL ...]    (gpt2, bert, t5, opt, llama; default all)
 
@@ -16,7 +17,16 @@ GPT-2, BERT, OPT and T5 tie their input embedding to the LM head (T5 shares one 
 three ways; BERT ties the decoder's bias too): at stage 3 a tied parameter is stored once,
 gathered for each module that uses it, and its gradients from every use are summed before its
 one reduce. The models return Hugging Face ModelOutputs (dicts with the loss). Each rank prints
-the time it took."""
+the time it took.
+
+An attention key's bias adds the same amount to every score in a query's row, which softmax
+ignores: its gradient is zero, computed as rounding noise (about 1e-11 here, where the other
+biases' are 1e-4 and up), and Adam turns that noise into moves of about lr x noise / eps. Under
+torch 1.13 the noise came out the same bit for bit in the reference and under ZRT; under torch
+2.15 (8 Dec 2026) it did not, at stage 0 on one rank too, and those elements ended 30-40% apart
+while every other element agreed within 1e-6. They are checked for staying within the moves Adam
+can make (STEPS x lr) rather than against the reference: GPT-2's c_attn.bias holds the query,
+key and value biases, and its key third is the one treated so."""
 import os
 import sys
 import tempfile
@@ -136,6 +146,33 @@ def after_training(kind, engine, model, got, want_params, data, rank):
     return failures
 
 
+def key_bias(name, numel):
+    """The elements of parameter `name` that are an attention key's bias, as a slice (None: none)."""
+    if name.endswith(("attention.self.key.bias", "self_attn.k_proj.bias")):
+        return slice(0, numel)
+    if name.endswith("attn.c_attn.bias"):  # GPT-2: query, key and value biases, a third each
+        return slice(numel // 3, 2 * numel // 3)
+    return None
+
+
+def farthest(got, want):
+    """The parameter farthest from the reference, relative to its largest element, over every
+    element but the key biases'; and the key-bias elements' largest magnitude."""
+    far, key_bias_max = ("", 0.0), 0.0
+    for k, v in want.items():
+        if k not in got:
+            continue
+        diff = (got[k] - v).abs().flatten()
+        keys = key_bias(k, v.numel())
+        if keys is not None:
+            key_bias_max = max(key_bias_max, got[k].flatten()[keys].abs().max().item())
+            diff[keys] = 0
+        if diff.numel():
+            rel = diff.max().item() / max(v.abs().max().item(), 1e-12)
+            far = max(far, (k, rel), key=lambda kv: kv[1])
+    return far, key_bias_max
+
+
 def check(kind, rank, world):
     start = time.monotonic()
     g = torch.Generator().manual_seed(1)
@@ -164,10 +201,12 @@ def check(kind, rank, world):
             if sorted(got) != sorted(want_params):
                 failures.append(f"{label}: fp32_state_dict names {sorted(set(got) ^ set(want_params))[:4]} differ "
                                 "from the model's state_dict")
-            far = max(((k, (got[k] - v).abs().max().item() / max(v.abs().max().item(), 1e-12))
-                       for k, v in want_params.items() if k in got), key=lambda kv: kv[1])
+            far, key_bias_max = farthest(got, want_params)
             if far[1] > TOLERANCE:
                 failures.append(f"{label}: parameter {far[0]} is {far[1]:.2e} from torch's")
+            if not key_bias_max <= STEPS * LR:
+                failures.append(f"{label}: an attention key bias reached {key_bias_max:.2e}, beyond the "
+                                f"{STEPS} x lr Adam can move it")
             if label == SETTINGS[-1][0]:
                 failures += after_training(kind, engine, model, got, want_params, data, rank)
             engine.close()
