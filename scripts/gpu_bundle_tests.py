@@ -6,10 +6,10 @@ usage: gpu_bundle_tests.py BUNDLE LOG_DIR (--cuda | --host) [--require-run]
     GPU machine a cuda test must run).
 One line per test; a log per test in LOG_DIR; exits 1 when any failed, naming them.
 """
+import ast
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -21,9 +21,18 @@ def missing_module(command, bundled):
     test is reported as not run, naming it."""
     for arg in command:
         if arg.endswith(".py") and os.path.isfile(arg):
-            for module in re.findall(r"^\s*(?:import|from) (\w+)", open(arg).read(), re.M):
-                if module not in bundled and importlib.util.find_spec(module) is None:
-                    return module
+            # The import statements themselves (ast), not lines of text: a docstring's line that
+            # starts "from fp64 ..." names no module.
+            for node in ast.walk(ast.parse(open(arg).read(), arg)):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for module in (n.split(".")[0] for n in names):
+                    if module not in bundled and importlib.util.find_spec(module) is None:
+                        return module
     return None
 
 
