@@ -29,6 +29,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,8 +190,10 @@ def main():
     else:
         row(f"{name}: {t.why_not()}", "-", "-", None, BARS["flops"], part_failed=True)
 
-    nvme = os.path.join(a.out, "nvme")
-    os.makedirs(nvme, exist_ok=True)
+    # The swap files go to a folder of their own under $TMPDIR, removed after the ladder: --out
+    # (the device machine's $OUT) is copied back, and these are gigabytes.
+    nvme_dir = tempfile.TemporaryDirectory(prefix="zrt-figures-nvme-")
+    nvme = nvme_dir.name
     start, largest, stopped, last = time.monotonic(), None, "every size trained", None
     for sizes in ladder:
         left = a.budget_s - (time.monotonic() - start)
@@ -212,6 +215,7 @@ def main():
             stopped = f"{sizes} failed: {t.why_not()}"
             break
         largest, last, prev = (sizes, t), t, sizes
+    nvme_dir.cleanup()
     if largest:
         s, t = largest
         row(f"largest GPT-2 on NVMe (ZeRO-3, params+optimizer): {s}, {t.params / 1e6:.4g}M params",
