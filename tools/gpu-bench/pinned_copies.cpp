@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/cuda/cuda_check.h"
 #include "core/timing.h"
@@ -15,22 +16,17 @@ PinnedCopies::PinnedCopies(Device& device, std::size_t bytes, std::size_t chunk)
   deviceMemory_ = device.allocate(bytes, MemTag::Parameters);
   zrtHost_ = device.allocatePinned(bytes, MemTag::SwapBuffers);
   for (auto& s : streams_) s = device.createStream();
-  ZRT_CHECK_CUDA(cudaMallocHost(&cudaHost_, bytes));
-  ZRT_CHECK_CUDA(cudaStreamCreateWithFlags(&cudaStream_, cudaStreamNonBlocking));
+  void* host = nullptr;
+  ZRT_CHECK_CUDA(cudaMallocHost(&host, bytes));
+  cudaHost_.reset(host);
+  cudaStream_t stream = nullptr;
+  ZRT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_.reset(stream);
   // Every page touched once before timing, so neither side pays for first-touch faults.
-  device.memsetAsync(zrtHost_.data(), 1, bytes, *streams_[0]);
+  std::memset(zrtHost_.data(), 1, bytes);
+  std::memset(cudaHost_.get(), 1, bytes);
   device.memsetAsync(deviceMemory_.data(), 1, bytes, *streams_[0]);
   streams_[0]->synchronize();
-  ZRT_CHECK_CUDA(cudaMemsetAsync(deviceMemory_.data(), 1, bytes, cudaStream_));
-  ZRT_CHECK_CUDA(
-      cudaMemcpyAsync(cudaHost_, deviceMemory_.data(), bytes, cudaMemcpyDeviceToHost, cudaStream_));
-  ZRT_CHECK_CUDA(cudaStreamSynchronize(cudaStream_));
-}
-
-PinnedCopies::~PinnedCopies() {
-  // Errors here have nothing left to report them to; the process is ending a benchmark.
-  if (cudaStream_) cudaStreamDestroy(cudaStream_);
-  if (cudaHost_) cudaFreeHost(cudaHost_);
 }
 
 double PinnedCopies::zrtCopy(bool toDevice) {
@@ -52,13 +48,13 @@ double PinnedCopies::zrtCopy(bool toDevice) {
 double PinnedCopies::cudaCopy(bool toDevice) {
   const auto t0 = std::chrono::steady_clock::now();
   if (toDevice) {
-    ZRT_CHECK_CUDA(cudaMemcpyAsync(deviceMemory_.data(), cudaHost_, bytes_, cudaMemcpyHostToDevice,
-                                   cudaStream_));
+    ZRT_CHECK_CUDA(cudaMemcpyAsync(deviceMemory_.data(), cudaHost_.get(), bytes_,
+                                   cudaMemcpyHostToDevice, cudaStream_.get()));
   } else {
-    ZRT_CHECK_CUDA(cudaMemcpyAsync(cudaHost_, deviceMemory_.data(), bytes_, cudaMemcpyDeviceToHost,
-                                   cudaStream_));
+    ZRT_CHECK_CUDA(cudaMemcpyAsync(cudaHost_.get(), deviceMemory_.data(), bytes_,
+                                   cudaMemcpyDeviceToHost, cudaStream_.get()));
   }
-  ZRT_CHECK_CUDA(cudaStreamSynchronize(cudaStream_));
+  ZRT_CHECK_CUDA(cudaStreamSynchronize(cudaStream_.get()));
   return secondsSince(t0);
 }
 

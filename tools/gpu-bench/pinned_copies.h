@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 
 #include "core/device.h"
 
@@ -24,9 +25,6 @@ struct PairedSeconds {
 class PinnedCopies {
  public:
   PinnedCopies(Device& device, std::size_t bytes, std::size_t chunk);
-  ~PinnedCopies();
-  PinnedCopies(const PinnedCopies&) = delete;
-  PinnedCopies& operator=(const PinnedCopies&) = delete;
 
   PairedSeconds hostToDevice();
   PairedSeconds deviceToHost();
@@ -39,11 +37,19 @@ class PinnedCopies {
   Device& device_;
   std::size_t bytes_;
   std::size_t chunk_;
+  // The yardstick's own memory and stream, straight from the CUDA runtime, one owner each.
+  struct FreeHost {
+    void operator()(void* p) const { cudaFreeHost(p); }
+  };
+  struct DestroyStream {
+    void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+  };
+
   DeviceMemory deviceMemory_;
   DeviceMemory zrtHost_;
   std::unique_ptr<Stream> streams_[2];
-  void* cudaHost_ = nullptr;  // cudaMallocHost
-  cudaStream_t cudaStream_ = nullptr;
+  std::unique_ptr<void, FreeHost> cudaHost_;  // cudaMallocHost
+  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, DestroyStream> cudaStream_;
 };
 
 }  // namespace zrt::gpubench
