@@ -34,7 +34,7 @@ import time  # noqa: E402
 import transformers  # noqa: E402
 
 import zrt  # noqa: E402
-from torch_reference import state_of, train_whole_batch  # noqa: E402
+from torch_reference import state_of, train_engine, train_whole_batch  # noqa: E402
 from transformers_matrix_test import BATCH, CONTEXT, LR, STEPS, TOLERANCE, VOCAB, WD, config, llama  # noqa: E402
 
 DEVICE = torch.device("cpu") if ON_CPU else torch.device("cuda", 0)
@@ -60,16 +60,7 @@ def reference(data):
 
 def train(cfg, data):
     model, loss_of = build()
-    engine = zrt.initialize(model=model, config=cfg)
-    losses = []
-    for s in range(STEPS):
-        loss = loss_of(engine, data[s])
-        engine.backward(loss)
-        engine.step()
-        losses.append(loss.item())
-    values = {k: v.cpu() for k, v in engine.fp32_state_dict().items()}
-    engine.close()
-    return losses, values
+    return train_engine(zrt.initialize(model=model, config=cfg), loss_of, data)
 
 
 def farthest(ours, ref):

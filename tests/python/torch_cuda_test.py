@@ -18,6 +18,7 @@ import tempfile  # noqa: E402 (after the skip: nothing is set up on a machine th
 import zrt  # noqa: E402
 from engine_equivalence_test import BATCH, CONTEXT, LR, STEPS, VOCAB, WD, config, worst  # noqa: E402
 from tiny_gpt2 import GPT2, batches, loss_of  # noqa: E402
+from torch_reference import train_engine  # noqa: E402
 
 DEVICE = torch.device("cuda", 0)
 # The CPU test's tolerance (engine_equivalence_test.py), relative to each parameter's largest
@@ -46,15 +47,7 @@ def train(cfg, initial, data):
     torch.manual_seed(0)
     model = GPT2().to(DEVICE)
     model.load_state_dict(initial)
-    engine = zrt.initialize(model=model, config=cfg)
-    losses = []
-    for s in range(STEPS):
-        loss = loss_of(engine, data[s])
-        engine.backward(loss)
-        engine.step()
-        losses.append(loss.item())
-    values = {k: v.cpu() for k, v in engine.fp32_state_dict().items()}
-    engine.close()
+    losses, values = train_engine(zrt.initialize(model=model, config=cfg), loss_of, data)
     return values, losses
 
 

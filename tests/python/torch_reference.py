@@ -26,6 +26,20 @@ def train_whole_batch(model, opt, loss_of, data, world, before_step=None, after_
     return losses
 
 
+def train_engine(engine, loss_of, data):
+    """The Engine's side for one rank holding the whole batch: one step per data[s]; returns each
+    step's loss and the fp32 state dict on the CPU, by name, and closes the engine."""
+    losses = []
+    for s in range(len(data)):
+        loss = loss_of(engine, data[s])
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    values = {k: v.cpu() for k, v in engine.fp32_state_dict().items()}
+    engine.close()
+    return losses, values
+
+
 def state_of(model):
     """The model's state_dict, detached copies (tied names included, as state_dict lists them)."""
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
