@@ -188,7 +188,10 @@ def main():
         else:
             row(name, f"{rate:.2f} TFLOP/s", "- (no GEMM rate: zrt-gpu-bench failed)", None, None, part_failed=True)
     else:
-        row(f"{name}: {t.why_not()}", "-", "-", None, BARS["flops"], part_failed=True)
+        why = (t.why_not() if not t.ok() else
+               f"{len(t.steps)} steps logged, 3 needed" if len(t.steps) < 3 else
+               "no 'model FLOPs per token' in zrt-train's banner")
+        row(f"{name}: {why}", "-", "-", None, BARS["flops"], part_failed=True)
 
     # The swap files go to a folder of their own under $TMPDIR, removed after the ladder: --out
     # (the device machine's $OUT) is copied back, and these are gigabytes.
@@ -218,7 +221,8 @@ def main():
     nvme_dir.cleanup()
     if largest:
         s, t = largest
-        row(f"largest GPT-2 on NVMe (ZeRO-3, params+optimizer): {s}, {t.params / 1e6:.4g}M params",
+        params = f"{t.params / 1e6:.4g}M" if t.params else "? (no count in zrt-train's banner)"
+        row(f"largest GPT-2 on NVMe (ZeRO-3, params+optimizer): {s}, {params} params",
             f"trained, {t.steps[-1]['step_s']:.3g} s/step", stopped, None, None)
     else:
         row(f"largest GPT-2 on NVMe: none trained ({stopped})", "-", "-", None, None, part_failed=True)

@@ -12,8 +12,8 @@
 //                 [--gemm 4096x3072x768] [--turns 7] [--json]
 // Every figure is the median over --turns turns; "ratio" is the median of each turn's
 // yardstick time / ZRT time (ZRT's speed as a fraction of the yardstick's; for gemm, a rate
-// only). The Adam step and the GEMM are checked against float64 after timing, so no rate is
-// reported for work that did not happen.
+// only). The copies are read back and the Adam step and the GEMM checked against float64 after
+// timing, so no rate is reported for work that did not happen.
 // Exit status: 0 done; 1 a CUDA or check failure; 2 bad input; 77 no GPU visible (before
 // anything runs).
 #include <CLI/CLI.hpp>
@@ -130,6 +130,7 @@ int run(const Options& o, const Plan& p) {
       up.push_back(copies.hostToDevice());
       down.push_back(copies.deviceToHost());
     }
+    copies.verify();
     const std::string what = formatBytes(p.copyBytes) + " in " + formatBytes(p.chunk) + " pieces";
     figures.push_back(paired("host to device, " + what, "cudaMemcpyAsync, one call", "GB/s",
                              static_cast<double>(p.copyBytes) / 1e9, up));

@@ -58,6 +58,18 @@ double PinnedCopies::cudaCopy(bool toDevice) {
   return secondsSince(t0);
 }
 
+void PinnedCopies::verify() {
+  auto* host = static_cast<unsigned char*>(zrtHost_.data());
+  std::memset(host, 0x5a, bytes_);
+  zrtCopy(true);
+  std::memset(host, 0, bytes_);
+  zrtCopy(false);
+  for (std::size_t i = 0; i < bytes_; i += 4096)
+    if (host[i] != 0x5a || host[std::min(i + 4095, bytes_ - 1)] != 0x5a)
+      ZRT_THROW(ExternalError, "pinned copies: byte ", i,
+                " did not make the round trip through the device");
+}
+
 PairedSeconds PinnedCopies::hostToDevice() { return {zrtCopy(true), cudaCopy(true)}; }
 PairedSeconds PinnedCopies::deviceToHost() { return {zrtCopy(false), cudaCopy(false)}; }
 
